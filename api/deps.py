@@ -1,0 +1,48 @@
+"""Dependencies the routes declare; clients come from the app's lifespan, never from globals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from sqlalchemy.orm import Session
+
+from common.services import keys
+from common.services.jobs import Services
+from common.settings import Settings
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.services.settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with request.app.state.services.db.session() as session:
+        yield session
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def get_tenant(request: Request, svc: ServicesDep) -> str:
+    """The tenant of the bearer key; 401 without a valid one (unless auth is off, on loopback only)."""
+    if svc.settings.auth_disabled:
+        return "default"
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise HTTPException(401, "missing bearer API key", headers={"WWW-Authenticate": "Bearer"})
+    with svc.db.session() as session:
+        tenant = keys.tenant_for(session, key=token.strip())
+    if tenant is None:
+        raise HTTPException(401, "invalid or revoked API key", headers={"WWW-Authenticate": "Bearer"})
+    return tenant
+
+
+TenantDep = Annotated[str, Depends(get_tenant)]

@@ -1,0 +1,27 @@
+"""Domain errors mapped to HTTP; internals never leak into responses."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from common.services.jobs import NotFound, Rejected
+
+log = logging.getLogger("ocrq.api")
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(Rejected)
+    async def _rejected(_request: Request, exc: Rejected) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail, "code": exc.code}, status_code=exc.status)
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_request: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": f"no such resource: {exc}"}, status_code=404)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse({"detail": "internal error"}, status_code=500)

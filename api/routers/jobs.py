@@ -1,0 +1,114 @@
+"""/jobs: submit, poll, fetch results, cancel."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from pydantic import ValidationError
+
+from api import uploads
+from api.deps import ServicesDep, SessionDep, TenantDep
+from common import results
+from common.schemas import JobAccepted, JobFromSource, JobLinks, JobView, PageError
+from common.services import jobs
+from common.services.jobs import Rejected, Source
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+SUBMIT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {"schema": {
+                "type": "object",
+                "required": ["file"],
+                "properties": {
+                    "file": {"type": "string", "format": "binary"},
+                    "pages": {"type": "string"},
+                    "output": {"type": "string", "enum": ["markdown", "text", "json"]},
+                    "webhook_url": {"type": "string"},
+                    "priority": {"type": "string", "enum": ["interactive", "bulk"]},
+                    "metadata": {"type": "string", "description": "a JSON object, echoed back"},
+                },
+                "additionalProperties": False,
+            }},
+            "application/json": {"schema": {"$ref": "#/components/schemas/JobFromSource"}},
+        },
+    }
+}
+
+
+def links(request: Request, job_id: str, download: str | None = None) -> JobLinks:
+    base = str(request.base_url).rstrip("/")
+    return JobLinks(self=f"{base}/jobs/{job_id}", result=f"{base}/jobs/{job_id}/result", download=download)
+
+
+@router.post("", status_code=202, response_model=JobAccepted, openapi_extra=SUBMIT_BODY,
+             responses={400: {}, 401: {}, 413: {}, 415: {}, 422: {}})
+async def create_job(request: Request, svc: ServicesDep, tenant: TenantDep) -> JobAccepted:
+    """Submit a document: a multipart upload (`file`) or a JSON body with `source_url` or `s3_uri`."""
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith("multipart/form-data"):
+        source, options = await uploads.read_multipart(request)
+    elif content_type.startswith("application/json"):
+        try:
+            body = JobFromSource.model_validate_json(await request.body())
+        except ValidationError as exc:
+            raise Rejected(422, uploads.validation_message(exc), code="invalid_body") from exc
+        kind, uri = ("url", body.source_url) if body.source_url else ("s3", body.s3_uri)
+        source, options = Source(kind=kind, uri=uri), body
+    else:
+        raise Rejected(415, "send multipart/form-data with a file, or application/json with source_url or s3_uri")
+    try:
+        job = await run_in_threadpool(jobs.submit, svc, tenant_id=tenant, source=source, options=options)
+    finally:
+        if source.path:
+            source.path.unlink(missing_ok=True)
+    return JobAccepted(id=job.id, status=job.status, links=links(request, job.id))
+
+
+@router.get("/{job_id}", response_model=JobView, responses={404: {}})
+def get_job(job_id: str, request: Request, svc: ServicesDep, session: SessionDep, tenant: TenantDep) -> JobView:
+    """The job's status, page counts, per-page errors and timestamps."""
+    job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
+    errors = [PageError(page=p.index + 1, error=p.error or "") for p in jobs.failed_pages(session, job_id=job.id)]
+    download = None
+    if job.result_key:
+        download = svc.storage.presign(results.object_key(job.result_key, job.output), ttl_s=svc.settings.presign_ttl_s)
+    return JobView(
+        id=job.id, status=job.status, source=job.source_kind, filename=job.filename, output=job.output,
+        priority=job.priority, pages_total=job.pages_total, pages_done=job.pages_done,
+        pages_failed=job.pages_failed, page_errors=errors, error=job.error, metadata=job.meta,
+        created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
+        links=links(request, job.id, download),
+    )
+
+
+@router.get("/{job_id}/result", responses={200: {"content": {"text/markdown": {}, "text/plain": {}}},
+                                           303: {}, 404: {}, 409: {}})
+def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: TenantDep,
+               format: Literal["markdown", "text", "json"] | None = None) -> Response:
+    """The result in the asked format (default: the job's `output`); 409 until the job has finished."""
+    job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
+    fmt = format or job.output
+    if job.status != "succeeded":
+        return JSONResponse({"detail": f"job is {job.status}", "status": job.status, "error": job.error},
+                            status_code=409)
+    if job.result_key:
+        key = results.object_key(job.result_key, fmt)
+        url = svc.storage.presign(key, ttl_s=svc.settings.presign_ttl_s)
+        if url:
+            return RedirectResponse(url, status_code=303)
+        return Response(svc.storage.read(key), media_type=results.MEDIA_TYPES[fmt])
+    body = results.render(job, jobs.pages_of(session, job_id=job.id), fmt)
+    return Response(body, media_type=results.MEDIA_TYPES[fmt])
+
+
+@router.delete("/{job_id}", response_model=JobAccepted, responses={404: {}})
+def cancel_job(job_id: str, request: Request, svc: ServicesDep, tenant: TenantDep) -> JobAccepted:
+    """Cancel: pages not started are dropped; a finished job is left as it is."""
+    job = jobs.cancel(svc, tenant_id=tenant, job_id=job_id)
+    return JobAccepted(id=job.id, status=job.status, links=links(request, job.id))

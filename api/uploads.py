@@ -1,0 +1,51 @@
+"""Reading a multipart job submission into a temporary file and validated options."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from fastapi import Request
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+
+from common.schemas import JobOptions
+from common.services.jobs import Rejected, Source
+
+OPTION_FIELDS = set(JobOptions.model_fields)
+
+
+async def read_multipart(request: Request) -> tuple[Source, JobOptions]:
+    """The uploaded file (copied to a temp file the caller must delete) and the form's options."""
+    try:
+        form = await request.form(max_files=1, max_fields=len(OPTION_FIELDS) + 1)
+    except Exception as exc:  # starlette raises several types for malformed multipart bodies
+        if exc.__class__.__name__ == "BodyTooLarge":
+            raise
+        raise Rejected(400, f"malformed multipart body: {exc}", code="bad_multipart") from exc
+    unknown = set(form.keys()) - OPTION_FIELDS - {"file"}
+    if unknown:
+        raise Rejected(422, f"unknown fields: {', '.join(sorted(unknown))}", code="unknown_field")
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise Rejected(422, "a multipart 'file' part is required", code="missing_file")
+    raw = {k: v for k, v in form.items() if k != "file" and isinstance(v, str) and v != ""}
+    if "metadata" in raw:
+        try:
+            raw["metadata"] = json.loads(raw["metadata"])
+        except json.JSONDecodeError as exc:
+            raise Rejected(422, f"metadata must be a JSON object: {exc}", code="invalid_metadata") from exc
+    try:
+        options = JobOptions.model_validate(raw)
+    except ValidationError as exc:
+        raise Rejected(422, validation_message(exc), code="invalid_options") from exc
+    with tempfile.NamedTemporaryFile(prefix="ocrq-upload-", delete=False) as tmp:
+        shutil.copyfileobj(upload.file, tmp, length=1024 * 1024)
+    await form.close()
+    return Source(kind="upload", uri=upload.filename or "upload", filename=upload.filename, path=Path(tmp.name)), options
+
+
+def validation_message(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())

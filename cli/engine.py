@@ -1,0 +1,81 @@
+"""`ocrq engine`: launch this host's OCR engines from a profile (thin over worker.engine_launcher)."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from worker.engines.profiles import DEFAULT_MODEL, PROFILES, get_profile
+
+
+def engine(
+    profile: Annotated[str, typer.Option(help=f"Card profile: {', '.join(PROFILES)}.")] = "h200",
+    backend: Annotated[str, typer.Option(help="vllm (GPU) or cpu (rapidocr stand-in, same API).")] = "vllm",
+    model: Annotated[str, typer.Option(help="Hub id or local model directory.")] = DEFAULT_MODEL,
+    port: Annotated[int, typer.Option(help="First engine's port; further engines take the next ones.")] = 8100,
+    host: Annotated[str, typer.Option(help="Address the engines listen on.")] = "127.0.0.1",
+    engines_per_gpu: Annotated[int, typer.Option(help="Engines (lanes) per GPU, splitting its memory.")] = 1,
+    gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices; default: all.")] = "",
+    served_model_name: Annotated[Optional[str], typer.Option(help="Name clients use; default: --model.")] = None,
+    kv_cache_dtype: Annotated[Optional[str], typer.Option(help="Override: bf16 or fp8.")] = None,
+    gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="Override the profile's share.")] = None,
+    memory_cap_gib: Annotated[Optional[float], typer.Option(help="Behave as on a card of this size.")] = None,
+    max_num_seqs: Annotated[Optional[int], typer.Option(help="Override.")] = None,
+    max_num_batched_tokens: Annotated[Optional[int], typer.Option(help="Override.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Output cap used to size max_model_len.")] = None,
+    api_server_count: Annotated[Optional[int], typer.Option(help="Override.")] = None,
+    renderer_workers: Annotated[Optional[int], typer.Option(help="Override.")] = None,
+    cuda_graphs: Annotated[Optional[str], typer.Option(help="Override: decode, compiled or off.")] = None,
+    encoder_plugin: Annotated[bool, typer.Option(help="Per-image encoder attention (ocrq plugin).")] = True,
+    load_format: Annotated[Optional[str], typer.Option(help="vLLM load format, e.g. dummy.")] = None,
+    cpu_concurrency: Annotated[int, typer.Option(help="cpu backend: pages OCRed at once.")] = 1,
+    log_dir: Annotated[Optional[Path], typer.Option(help="Write each engine's output to DIR/NAME.log.")] = None,
+    ready_timeout_s: Annotated[float, typer.Option(help="Seconds to wait for /v1/models.")] = 900.0,
+    dry_run: Annotated[bool, typer.Option(help="Print the commands and exit.")] = False,
+) -> None:
+    """Start the OCR engines for this host, wait until they serve, restart any that dies; stop on SIGTERM."""
+    from worker import engine_launcher
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if backend == "cpu":
+        specs = engine_launcher.plan_cpu(
+            served_model_name=served_model_name or model, host=host, port=port, concurrency=cpu_concurrency
+        )
+    elif backend == "vllm":
+        try:
+            chosen = get_profile(
+                profile,
+                kv_cache_dtype=kv_cache_dtype,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max_num_batched_tokens,
+                max_tokens=max_tokens,
+                api_server_count=api_server_count,
+                renderer_workers=renderer_workers,
+                cuda_graphs=cuda_graphs,
+                encoder_plugin=encoder_plugin,
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+        found = engine_launcher.detect_gpus()
+        wanted = {g.strip() for g in gpus.split(",") if g.strip()}
+        chosen_gpus = [g for g in found if not wanted or g["index"] in wanted]
+        if dry_run and not chosen_gpus:
+            chosen_gpus = [{"index": g or "0", "memory_gib": 80.0} for g in (wanted or {"0"})]
+        specs = engine_launcher.plan_vllm(
+            profile=chosen, model=model, served_model_name=served_model_name, host=host, port=port,
+            gpus=chosen_gpus, engines_per_gpu=engines_per_gpu, memory_cap_gib=memory_cap_gib,
+            load_format=load_format,
+        )
+    else:
+        raise typer.BadParameter("backend must be vllm or cpu")
+    if dry_run:
+        for spec in specs:
+            env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.env.items())
+            typer.echo(f"{env} {shlex.join(spec.argv)}".strip())
+        return
+    raise typer.Exit(engine_launcher.run(specs, log_dir=log_dir, ready_timeout_s=ready_timeout_s))

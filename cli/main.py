@@ -1,0 +1,175 @@
+"""The `ocrq` command line: thin over the services."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from common.settings import get_settings
+
+app = typer.Typer(help="ocrq: an asynchronous OCR job service.", no_args_is_help=True)
+keys_app = typer.Typer(help="Manage API keys.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+UrlOpt = Annotated[str, typer.Option(envvar="OCRQ_URL", help="Base URL of the ocrq API.")]
+KeyOpt = Annotated[str | None, typer.Option(envvar="OCRQ_API_KEY", help="API key (default: the one `serve` saved).")]
+
+
+def _loopback_only_if_open(host: str) -> None:
+    settings = get_settings()
+    if settings.auth_disabled and not _is_loopback(host):
+        raise typer.BadParameter("OCRQ_AUTH_DISABLED is allowed only when binding to a loopback address")
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@app.command()
+def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Run API and worker together on the embedded default (or whatever OCRQ_* says)."""
+    from cli.serve import serve as run
+
+    _loopback_only_if_open(host)
+    run(get_settings(), host=host, port=port)
+
+
+@app.command()
+def api(host: str = "127.0.0.1", port: int = 8000, workers: int = 1) -> None:
+    """Run the HTTP API alone."""
+    import uvicorn
+
+    _loopback_only_if_open(host)
+    uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers,
+                log_level=get_settings().log_level.lower())
+
+
+@app.command()
+def worker(
+    queues: Annotated[str | None, typer.Option(help="Comma-separated queues (default: control and CPU pages).")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
+    beat: Annotated[bool, typer.Option(help="Also run the periodic sweeper (one per deployment).")] = False,
+) -> None:
+    """Run a Celery worker."""
+    from worker.run import run_worker
+
+    settings = get_settings()
+    run_worker(settings, queues=queues.split(",") if queues else None,
+               concurrency=concurrency or settings.worker_concurrency, beat=beat)
+
+
+@app.command()
+def migrate() -> None:
+    """Bring the database schema up to date (Alembic)."""
+    from common import migrate as migrations
+
+    migrations.upgrade(get_settings().resolved_database_url)
+    typer.echo("database is at the latest revision")
+
+
+@app.command()
+def submit(
+    files: Annotated[list[Path], typer.Argument(help="Files, folders or globs.")],
+    wait: bool = False,
+    out: Annotated[Path | None, typer.Option(help="Write each result into this folder.")] = None,
+    pages: str | None = None,
+    output: str = "markdown",
+    priority: str = "interactive",
+    url: UrlOpt = DEFAULT_URL,
+    key: KeyOpt = None,
+) -> None:
+    """Submit documents; with --wait, show progress and print or save the results."""
+    from cli import submit as submitting
+    from cli.client import Client, ClientError, default_key
+
+    client = Client(url=url, key=key or default_key())
+    try:
+        ok = submitting.run(client, files=files, wait=wait, out=out,
+                            options={"pages": pages, "output": output, "priority": priority})
+    except ClientError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    raise typer.Exit(0 if ok else 1)
+
+
+@app.command()
+def status(job_id: str, url: UrlOpt = DEFAULT_URL, key: KeyOpt = None) -> None:
+    """Show a job's status as JSON."""
+    import json
+
+    from cli.client import Client, ClientError, default_key
+
+    try:
+        typer.echo(json.dumps(Client(url=url, key=key or default_key()).job(job_id), indent=2))
+    except ClientError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def result(job_id: str, format: str | None = None, url: UrlOpt = DEFAULT_URL, key: KeyOpt = None) -> None:
+    """Print a finished job's result."""
+    from cli.client import Client, ClientError, default_key
+
+    try:
+        sys.stdout.write(Client(url=url, key=key or default_key()).result(job_id, format))
+    except ClientError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+@keys_app.command("create")
+def keys_create(tenant: Annotated[str, typer.Option(help="Tenant the key belongs to.")],
+                name: str = "default") -> None:
+    """Create a key; it is printed once on stdout and stored only as a digest."""
+    from common.db import Database
+    from common.services import keys
+
+    db = Database(get_settings().resolved_database_url)
+    with db.session() as session:
+        _, plain = keys.create_key(session, tenant_id=tenant, name=name)
+    typer.echo(plain)
+
+
+@keys_app.command("list")
+def keys_list(tenant: str | None = None) -> None:
+    """List keys (never the keys themselves)."""
+    from common.db import Database
+    from common.services import keys
+
+    db = Database(get_settings().resolved_database_url)
+    with db.session() as session:
+        for row in keys.list_keys(session, tenant_id=tenant):
+            state = "revoked" if row.revoked else "active"
+            typer.echo(f"{row.id}\t{row.tenant_id}\t{row.name}\t{row.prefix}…\t{state}\t{row.created_at:%Y-%m-%d}"
+                       f"\t{row.last_used_at or '-'}")
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str) -> None:
+    """Revoke a key by its id (from `ocrq keys list`)."""
+    from common.db import Database
+    from common.services import keys
+
+    db = Database(get_settings().resolved_database_url)
+    with db.session() as session:
+        if not keys.revoke(session, key_id=key_id):
+            typer.echo(f"no key {key_id}", err=True)
+            raise typer.Exit(1)
+    typer.echo(f"revoked {key_id}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

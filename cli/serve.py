@@ -1,0 +1,57 @@
+"""`ocrq serve`: the whole stack in one process tree on the embedded default."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import uvicorn
+
+from cli.client import key_file
+from common import migrate
+from common.db import Database
+from common.services import keys
+from common.settings import Settings
+
+
+def first_key(settings: Settings) -> str | None:
+    """Create the first API key of an empty database, keep it for the CLI, and return it once."""
+    db = Database(settings.resolved_database_url)
+    try:
+        with db.session() as session:
+            if keys.any_key(session):
+                return None
+            _, key = keys.create_key(session, tenant_id="default", name="first key")
+    finally:
+        db.dispose()
+    path = key_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    return key
+
+
+def start_worker(*, beat: bool) -> subprocess.Popen:
+    args = [sys.executable, "-m", "cli.main", "worker"] + (["--beat"] if beat else [])
+    return subprocess.Popen(args, env=os.environ.copy(), start_new_session=True)
+
+
+def serve(settings: Settings, *, host: str, port: int) -> None:
+    """Migrate, start one worker (with the sweeper schedule), then the API in this process."""
+    from api.app import create_app
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    migrate.upgrade(settings.resolved_database_url)
+    if not settings.auth_disabled and (key := first_key(settings)):
+        print(f"Your API key (shown once, also saved to {key_file()}):\n  {key}", flush=True)
+    worker = start_worker(beat=True)
+    try:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower())
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)

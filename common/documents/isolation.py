@@ -1,0 +1,188 @@
+"""Running document code in a disposable child process, with a deadline and a memory cap.
+
+pdfium and Pillow decode untrusted bytes in C: a hang cannot be interrupted in-thread and a
+crash would take the caller with it. So each call runs in a fork of the current process. On
+Linux the fork itself costs 2-3 ms (measured: BENCHMARKS.md, "Rasterisation"), against 100 ms
+or more to spawn an interpreter that imports pypdfium2 and Pillow, and the child needs no
+setup. The child runs the function, reports through a pipe and calls os._exit, so nothing of
+the parent (threads, locks they held, atexit hooks) is used further. Page pixels come back
+through shared memory: pickling them down the pipe cost more than rendering the page.
+Where fork is missing the function runs in-process, without these protections.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import resource
+import select
+import signal
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image
+
+from .errors import DocumentRejected
+
+# Address space a child may add to what it inherits: decoding a page may take several copies of
+# its pixels (4 bytes each), plus the libraries' working memory.
+CHILD_MEMORY_BYTES_PER_PIXEL = 16
+CHILD_MEMORY_BASE_BYTES = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class RawPixels:
+    """An image a child left in the shared buffer, as Image.frombytes reads it."""
+
+    mode: str
+    size: tuple[int, int]
+    rawmode: str
+    stride: int
+
+    def to_image(self, shared: mmap.mmap) -> Image.Image:
+        """A PIL image copied out of the shared buffer."""
+        with memoryview(shared)[: self.stride * self.size[1]] as pixels:
+            return Image.frombytes(self.mode, self.size, pixels, "raw", self.rawmode, self.stride)
+
+
+def run_isolated(
+    fn: Callable[..., Any],
+    /,
+    *args: Any,
+    timeout_s: float,
+    max_pixels: int,
+    what: str,
+    shared_bytes: int = 0,
+    **kwargs: Any,
+) -> Any:
+    """fn(*args, **kwargs) run in a forked child; its DocumentRejected is re-raised here.
+
+    With shared_bytes, fn also gets shared=<a buffer of that size> (None when not isolated) and
+    may return RawPixels in it; a PIL image it returns is passed back through it too.
+    """
+    if shared_bytes:
+        kwargs["shared"] = None
+    if not hasattr(os, "fork"):
+        return fn(*args, **kwargs)
+    shared = mmap.mmap(-1, shared_bytes) if shared_bytes else None
+    if shared is not None:
+        kwargs["shared"] = shared
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(write_fd, shared, fn, args, kwargs, max_pixels=max_pixels, what=what)
+    os.close(write_fd)
+    reaped = False
+    try:
+        payload = _read_until(read_fd, time.monotonic() + timeout_s)
+        if payload is None:
+            raise DocumentRejected("render_timeout", f"{what.capitalize()} took longer than {timeout_s:g} s.")
+        status = _reap(pid)
+        reaped = True
+        value = _outcome(payload, status, what)
+        return value.to_image(shared) if isinstance(value, RawPixels) else value
+    finally:
+        os.close(read_fd)
+        if not reaped:
+            _kill(pid)
+        if shared is not None:
+            shared.close()
+
+
+def _child(write_fd: int, shared: mmap.mmap | None, fn, args, kwargs, *, max_pixels: int, what: str) -> None:
+    code = 1
+    try:
+        # Pipes of renders started meanwhile by other threads would not see EOF while we hold them.
+        os.closerange(3, write_fd)
+        os.closerange(write_fd + 1, os.sysconf("SC_OPEN_MAX"))
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _cap_memory(CHILD_MEMORY_BASE_BYTES + CHILD_MEMORY_BYTES_PER_PIXEL * max_pixels)
+        # This process is disposable, so Pillow's process-wide bomb limit can give way to the
+        # explicit per-page check that the document code makes.
+        Image.MAX_IMAGE_PIXELS = None
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            result: tuple = ("ok", _into_shared(fn(*args, **kwargs), shared))
+        except DocumentRejected as error:
+            result = ("rejected", error.code, error.message)
+        except MemoryError:
+            result = ("rejected", "render_crashed", f"{what.capitalize()} ran out of memory.")
+        except BaseException as error:  # noqa: BLE001 - reported to the parent, never raised here
+            result = ("rejected", "render_crashed", f"{what.capitalize()} failed: {type(error).__name__}: {error}")
+        with os.fdopen(write_fd, "wb") as pipe:
+            pipe.write(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _into_shared(result: Any, shared: mmap.mmap | None) -> Any:
+    if not isinstance(result, Image.Image) or shared is None:
+        return result
+    data = result.tobytes()
+    if len(data) > len(shared) or result.mode not in ("RGB", "L"):
+        return result
+    shared[: len(data)] = data
+    return RawPixels(result.mode, result.size, result.mode, len(data) // result.height)
+
+
+def _cap_memory(extra_bytes: int) -> None:
+    with open("/proc/self/statm") as statm:
+        inherited = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = inherited + extra_bytes
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft == resource.RLIM_INFINITY or limit < soft:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _read_until(fd: int, deadline: float) -> bytes | None:
+    """All bytes from fd until EOF, or None if the deadline passes first."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    chunks = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        if not poller.poll(remaining * 1000):
+            continue
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _reap(pid: int) -> int | None:
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return None  # SIGCHLD is ignored in this process: the child was reaped for us
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _reap(pid)
+
+
+def _outcome(payload: bytes, status: int | None, what: str) -> Any:
+    if status is not None and os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        raise DocumentRejected("render_crashed", f"{what.capitalize()} crashed ({name}).")
+    try:
+        result = pickle.loads(payload)
+    except Exception:
+        raise DocumentRejected("render_crashed", f"{what.capitalize()} ended without a result.") from None
+    if result[0] == "ok":
+        return result[1]
+    raise DocumentRejected(result[1], result[2])

@@ -1,0 +1,66 @@
+"""Jobs and their pages: each page is a unit of work with its own state."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from common.models.base import Base, new_id, utcnow
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_tenant_created", "tenant_id", "created_at"), Index("ix_jobs_status", "status"))
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    source_kind: Mapped[str] = mapped_column(String(8))
+    source_uri: Mapped[str] = mapped_column(Text)
+    source_key: Mapped[str | None] = mapped_column(Text)
+    filename: Mapped[str | None] = mapped_column(String(512))
+    doc_kind: Mapped[str | None] = mapped_column(String(16))
+    size_bytes: Mapped[int | None] = mapped_column(Integer)
+    pages_spec: Mapped[str | None] = mapped_column(String(256))
+    pages_total: Mapped[int] = mapped_column(Integer, default=0)
+    pages_done: Mapped[int] = mapped_column(Integer, default=0)
+    pages_failed: Mapped[int] = mapped_column(Integer, default=0)
+    output: Mapped[str] = mapped_column(String(16), default="markdown")
+    priority: Mapped[str] = mapped_column(String(16), default="bulk")
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    meta: Mapped[dict | None] = mapped_column("metadata", default=None)
+    error: Mapped[str | None] = mapped_column(Text)
+    result_key: Mapped[str | None] = mapped_column(Text)
+    batch_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    enqueued_at: Mapped[datetime | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    pages: Mapped[list[Page]] = relationship(back_populates="job", order_by="Page.index", lazy="raise")
+
+
+class Page(Base):
+    __tablename__ = "pages"
+    __table_args__ = (UniqueConstraint("job_id", "index"), Index("ix_pages_status_enqueued", "status", "enqueued_at"))
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    index: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    text: Mapped[str | None] = mapped_column(Text)
+    width: Mapped[int | None] = mapped_column(Integer)
+    height: Mapped[int | None] = mapped_column(Integer)
+    engine: Mapped[str | None] = mapped_column(String(32))
+    model: Mapped[str | None] = mapped_column(String(256))
+    seconds: Mapped[float | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    enqueued_at: Mapped[datetime | None]
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+    job: Mapped[Job] = relationship(back_populates="pages")

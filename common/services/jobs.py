@@ -1,0 +1,151 @@
+"""Submitting, reading and canceling jobs. Routes and the CLI call these; they never do OCR."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from celery import Celery
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from common import job_states
+from common.db import Database
+from common.documents import DocumentRejected, Limits, PageRangeError, inspect, parse_page_ranges
+from common.models import Job, Page
+from common.models.base import new_id, utcnow
+from common.netguard import UrlRefused, check_url
+from common.object_keys import source_key
+from common.schemas import JobOptions
+from common.settings import Settings
+from common.storage import ObjectMissing, Storage, head_object, parse_s3_uri
+from worker import dispatch
+
+log = logging.getLogger("ocrq.jobs")
+
+
+class Rejected(Exception):
+    """The request cannot be accepted; `status` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, detail: str, *, code: str = "rejected") -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.code = status, detail, code
+
+
+class NotFound(Exception):
+    pass
+
+
+REJECTION_STATUS = {"unsupported_type": 415, "empty_file": 400, "too_many_pages": 413}
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str  # upload | url | s3
+    uri: str
+    filename: str | None = None
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the service functions need, built once by the process that owns them."""
+
+    settings: Settings
+    db: Database
+    storage: Storage
+    celery: Celery
+    s3: object | None = None
+
+    @property
+    def limits(self) -> Limits:
+        return Limits.from_settings(self.settings)
+
+
+def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions) -> Job:
+    """Validate, store the document, commit the job, then publish; a crash between steps is swept up."""
+    job_id = new_id()
+    _check_outbound(svc, options.webhook_url, field="webhook_url")
+    key, doc_kind, size = None, None, None
+    if source.kind == "upload":
+        doc_kind = _check_document(svc, source.path, options.pages)
+        key = source_key(tenant_id=tenant_id, job_id=job_id)
+        size = source.path.stat().st_size
+        with source.path.open("rb") as body:
+            svc.storage.put(key, body)
+    elif source.kind == "url":
+        _check_outbound(svc, source.uri, field="source_url")
+    else:
+        _check_s3_object(svc, source.uri)
+    job = Job(
+        id=job_id, tenant_id=tenant_id, status="queued", source_kind=source.kind, source_uri=source.uri,
+        source_key=key, filename=source.filename, doc_kind=doc_kind, size_bytes=size, pages_spec=options.pages,
+        output=options.output, priority=options.priority, webhook_url=options.webhook_url, meta=options.metadata,
+        enqueued_at=utcnow(),
+    )
+    with svc.db.session() as session:
+        session.add(job)
+    try:
+        dispatch.publish_prepare(svc.celery, job_id=job_id)
+    except Exception:  # the job is committed: the sweeper publishes it once the broker is back
+        log.exception("publishing failed; the sweeper will publish job %s", job_id, extra={"job_id": job_id})
+    return job
+
+
+def _check_document(svc: Services, path: Path, pages: str | None) -> str:
+    try:
+        info = inspect(path, limits=svc.limits)
+        parse_page_ranges(pages, info.page_count)
+    except DocumentRejected as exc:
+        raise Rejected(REJECTION_STATUS.get(exc.code, 422), str(exc), code=exc.code) from exc
+    except PageRangeError as exc:
+        raise Rejected(422, str(exc), code="invalid_pages") from exc
+    return info.kind
+
+
+def _check_outbound(svc: Services, url: str | None, *, field: str) -> None:
+    if url is None:
+        return
+    try:
+        check_url(url, allowlist=svc.settings.net_allowlist)
+    except UrlRefused as exc:
+        raise Rejected(422, f"{field} refused: {exc}", code="url_refused") from exc
+
+
+def _check_s3_object(svc: Services, uri: str) -> None:
+    try:
+        bucket, key = parse_s3_uri(uri)
+        info = head_object(svc.s3, bucket, key)
+    except (ValueError, ObjectMissing) as exc:
+        raise Rejected(422, f"s3_uri cannot be read: {exc}", code="s3_unreadable") from exc
+    if info.size > svc.settings.max_upload_bytes:
+        raise Rejected(413, f"object is {info.size} bytes; the limit is {svc.settings.max_upload_bytes}")
+
+
+def get_job(session: Session, *, tenant_id: str, job_id: str) -> Job:
+    """The tenant's job; another tenant's job is as missing as an unknown one."""
+    job = session.scalar(select(Job).where(Job.id == job_id, Job.tenant_id == tenant_id))
+    if job is None:
+        raise NotFound(job_id)
+    return job
+
+
+def pages_of(session: Session, *, job_id: str) -> list[Page]:
+    return list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.index)))
+
+
+def failed_pages(session: Session, *, job_id: str) -> list[Page]:
+    return list(session.scalars(
+        select(Page).where(Page.job_id == job_id, Page.status == "failed").order_by(Page.index)
+    ))
+
+
+def cancel(svc: Services, *, tenant_id: str, job_id: str) -> Job:
+    """Cancel a job not yet finished; canceling a finished job changes nothing."""
+    with svc.db.session() as session:
+        get_job(session, tenant_id=tenant_id, job_id=job_id)
+        job_states.cancel_job(session, job_id=job_id)
+        job_states.refresh_counts(session, job_id=job_id)
+    with svc.db.session() as session:
+        return get_job(session, tenant_id=tenant_id, job_id=job_id)

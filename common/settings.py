@@ -1,0 +1,142 @@
+"""The one settings object: every OCRQ_* environment variable is read here."""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_HOME = Path.home() / ".ocrq"
+CommaList = Annotated[list[str], NoDecode]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OCRQ_", env_file=".env", extra="ignore")
+
+    home: Path = DEFAULT_HOME
+
+    # Embedded default: SQLite, a local folder, Celery's filesystem broker, the CPU engine.
+    database_url: str = ""
+    broker_url: str = ""
+    broker_key_prefix: str = ""
+    storage_url: str = ""
+    s3_endpoint_url: str | None = None
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None
+
+    engine: Literal["cpu", "vllm"] = "cpu"
+    engine_urls: CommaList = Field(default_factory=list)
+    engine_model: str = "lightonai/LightOnOCR-2-1B"
+    engine_timeout_s: float = 180.0
+    engine_max_in_flight: int = 64
+    engine_max_tokens: int = 4096
+    engine_temperature: float = 0.2
+    engine_top_p: float = 0.9
+    engine_pair_size: int = 2
+    engine_retries: int = 3
+    engine_backoff_s: float = 0.5
+    engine_retry_temperature: float = 0.6
+    engine_repetition_retries: int = 1
+    engine_image_format: Literal["png", "webp"] = "png"
+    cpu_threads: int = 0
+
+    api_keys: CommaList = Field(default_factory=list)
+    auth_disabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8000
+    public_url: str = ""
+
+    # Limits on what users send.
+    max_upload_bytes: int = 100 * 1024 * 1024
+    max_pages_per_job: int = 2000
+    max_page_pixels: int = 200_000_000
+    render_timeout_s: float = 60.0
+    render_longest_side: int = 1540
+    fetch_timeout_s: float = 30.0
+    fetch_max_redirects: int = 5
+    inline_result_bytes: int = 1024 * 1024
+    presign_ttl_s: int = 900
+
+    # Addresses that outbound fetches and webhooks may reach although they are private or loopback.
+    net_allowlist: CommaList = Field(default_factory=list)
+
+    # Webhooks: total seconds per attempt, bytes of the receiver's answer read, and the wait before each try.
+    webhook_timeout_s: float = 15.0
+    webhook_max_response_bytes: int = 64 * 1024
+    webhook_retry_schedule_s: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: [0, 5, 300, 1800, 7200, 18000, 36000, 36000]
+    )
+
+    # Queue behaviour.
+    task_soft_time_limit_s: int = 300
+    task_time_limit_s: int = 360
+    visibility_timeout_s: int = 3600
+    stale_requeue_after_s: int = 120
+    worker_concurrency: int = 1
+    page_retries: int = 2
+
+    log_level: str = "INFO"
+
+    @field_validator("engine_urls", "api_keys", "net_allowlist", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("net_allowlist")
+    @classmethod
+    def _valid_networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            ipaddress.ip_network(item, strict=False)
+        return value
+
+    @field_validator("webhook_retry_schedule_s", mode="before")
+    @classmethod
+    def _split_schedule(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [float(part) for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("webhook_retry_schedule_s")
+    @classmethod
+    def _valid_schedule(cls, value: list[float]) -> list[float]:
+        if not value or any(step < 0 for step in value):
+            raise ValueError("needs at least one delay, none negative")
+        return value
+
+    @model_validator(mode="after")
+    def _time_limits_nest(self) -> Settings:
+        if not self.task_soft_time_limit_s < self.task_time_limit_s < self.visibility_timeout_s:
+            raise ValueError("need task_soft_time_limit_s < task_time_limit_s < visibility_timeout_s")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'ocrq.db'}"
+
+    @property
+    def resolved_broker_url(self) -> str:
+        return self.broker_url or "filesystem://"
+
+    @property
+    def resolved_storage_url(self) -> str:
+        return self.storage_url or (self.home / "storage").as_uri()
+
+    @property
+    def broker_folder(self) -> Path:
+        return self.home / "broker"
+
+    @property
+    def is_embedded_broker(self) -> bool:
+        return self.resolved_broker_url.startswith("filesystem://")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

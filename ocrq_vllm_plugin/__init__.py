@@ -1,0 +1,18 @@
+"""vLLM general plugin: the Pixtral vision encoder attends within each image instead of through a dense mask."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger("ocrq_vllm_plugin")
+
+
+def register() -> None:
+    """Entry point for `vllm.general_plugins`; safe to call more than once per process."""
+    if os.environ.get("OCRQ_ENCODER_PLUGIN", "1") == "0":
+        log.info("ocrq encoder plugin disabled by OCRQ_ENCODER_PLUGIN=0")
+        return
+    from ocrq_vllm_plugin.pixtral_attention import patch_pixtral
+
+    patch_pixtral()

@@ -1,0 +1,107 @@
+"""Shared fixtures: a real Postgres database, Redis, SeaweedFS S3, and real ocrq workers.
+
+With CI=true a missing Postgres or Redis fails the run; elsewhere the tests needing them are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from common.settings import Settings
+from tests.support import seaweed
+from tests.support.stack import Stack
+
+PG_ADMIN = os.environ.get("OCRQ_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("OCRQ_TEST_REDIS", "redis://127.0.0.1:6379/0")
+BUCKET = "ocrq-test"
+KEY_A = "ocrq_test_tenant_a_key_0000000000000000"
+KEY_B = "ocrq_test_tenant_b_key_0000000000000000"
+SAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "samples"
+
+
+def _missing(what: str, exc: Exception):
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} is required in CI and is not reachable: {exc}", pytrace=False)
+    pytest.skip(f"{what} not reachable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def samples() -> Path:
+    if not SAMPLES.is_dir():
+        pytest.fail(f"sample documents are missing at {SAMPLES}")
+    return SAMPLES
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """A fresh database for this test session, migrated to head, dropped afterwards."""
+    from common import migrate
+
+    name = f"ocrq_t_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        _missing("Postgres", exc)
+    admin.execute(f'CREATE DATABASE "{name}"')
+    url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    migrate.upgrade(url)
+    yield url
+    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.close()
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
+    except redis.RedisError as exc:
+        _missing("Redis", exc)
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    server = seaweed.start(tmp_path_factory.mktemp("seaweed"))
+    server.client().create_bucket(Bucket=BUCKET)
+    yield server
+    server.stop()
+
+
+def make_settings(*, home: Path, pg_url: str, redis_url: str, s3: seaweed.SeaweedS3, **overrides) -> Settings:
+    values = dict(
+        home=home, database_url=pg_url, broker_url=redis_url, broker_key_prefix=f"t{uuid.uuid4().hex[:8]}:",
+        storage_url=f"s3://{BUCKET}", s3_endpoint_url=s3.endpoint, s3_access_key_id=seaweed.ACCESS_KEY,
+        s3_secret_access_key=seaweed.SECRET_KEY, api_keys=[f"tenant-a:{KEY_A}", f"tenant-b:{KEY_B}"],
+        net_allowlist=["127.0.0.1/32"], stale_requeue_after_s=30, task_soft_time_limit_s=60,
+        task_time_limit_s=90, visibility_timeout_s=120,
+    )
+    return Settings(**(values | overrides))
+
+
+@pytest.fixture(scope="session")
+def settings(tmp_path_factory, pg_url, redis_url, s3) -> Settings:
+    return make_settings(home=tmp_path_factory.mktemp("ocrq-home"), pg_url=pg_url, redis_url=redis_url, s3=s3)
+
+
+@pytest.fixture(scope="session")
+def stack(settings, tmp_path_factory):
+    """The API in-process and one real Celery worker process, on Postgres, Redis and S3."""
+    with Stack(settings, logs=tmp_path_factory.mktemp("logs")) as running:
+        running.start_worker()
+        yield running
+
+
+@pytest.fixture()
+def client(stack):
+    return stack.client(KEY_A)
+
+
+@pytest.fixture()
+def other_client(stack):
+    return stack.client(KEY_B)

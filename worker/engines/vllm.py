@@ -1,0 +1,283 @@
+"""The vLLM engine: LightOnOCR pages over the OpenAI-compatible chat API of one or more `vllm serve` engines."""
+
+from __future__ import annotations
+
+import base64
+import io
+import itertools
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import httpx
+from PIL import Image
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from common.settings import Settings, get_settings
+from worker.engines.base import EngineError, EngineOverloaded, PageText
+
+OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda oom", "cuda error: out of memory")
+OVERLOAD_STATUSES = frozenset({429, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class _Completion:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    url: str
+
+
+class _NotAlone(Exception):
+    """The page could not be read on the shared batch; carries the error to retry it at batch 1."""
+
+    def __init__(self, error: EngineOverloaded) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def encode_page(image: Image.Image, *, image_format: str = "png") -> str:
+    """The page as a data URL: lossless PNG (fast compression) or lossless WebP."""
+    buffer = io.BytesIO()
+    if image_format == "webp":
+        image.save(buffer, format="WEBP", lossless=True, method=0)
+        mime = "image/webp"
+    else:
+        image.save(buffer, format="PNG", compress_level=1)
+        mime = "image/png"
+    return f"data:{mime};base64,{base64.b64encode(buffer.getvalue()).decode('ascii')}"
+
+
+def base_url(url: str) -> str:
+    """An engine address without a trailing slash or /v1."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def classify_failure(*, status: int, body: str, url: str) -> EngineError:
+    """The EngineError an unsuccessful HTTP answer stands for."""
+    reason = f"HTTP {status} from {url}: {body.strip()[:300]}"
+    if any(marker in body.lower() for marker in OOM_MARKERS):
+        return EngineOverloaded(reason, kind="oom")
+    if status in OVERLOAD_STATUSES:
+        return EngineOverloaded(reason, kind="overloaded")
+    if 400 <= status < 500:
+        return EngineError(reason, kind="invalid")
+    return EngineError(reason, kind="engine")
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    return isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException)
+
+
+class VllmEngine:
+    """Reads pages through vLLM engines: concurrent batches, bounded in-flight, batch-1 degradation."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        *,
+        urls: list[str],
+        model: str,
+        timeout_s: float = 180.0,
+        max_in_flight: int = 64,
+        max_tokens: int = 4096,
+        temperature: float = 0.2,
+        top_p: float = 0.9,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        retry_temperature: float = 0.6,
+        repetition_retries: int = 1,
+        image_format: str = "png",
+        guard_repetition: bool = True,
+        extra_body: dict | None = None,
+    ) -> None:
+        if not urls:
+            raise ValueError("VllmEngine needs at least one engine URL (OCRQ_ENGINE_URLS)")
+        if max_in_flight < 1 or retries < 0 or repetition_retries < 0:
+            raise ValueError("max_in_flight must be >= 1; retries and repetition_retries >= 0")
+        self.urls = [base_url(u) for u in urls]
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.retry_temperature = retry_temperature
+        self.repetition_retries = repetition_retries
+        self.image_format = image_format
+        # Off only for benchmarks that force the output length (ignore_eos), where "length" is expected.
+        self.guard_repetition = guard_repetition
+        self.extra_body = dict(extra_body or {})
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+            limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight),
+        )
+        self._slots = threading.BoundedSemaphore(max_in_flight)
+        self._pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="vllm-engine")
+        self._turn = itertools.count()
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> VllmEngine:
+        """An engine configured from OCRQ_ENGINE_* settings."""
+        s = settings or get_settings()
+        return cls(
+            urls=s.engine_urls,
+            model=s.engine_model,
+            timeout_s=s.engine_timeout_s,
+            max_in_flight=s.engine_max_in_flight,
+            max_tokens=s.engine_max_tokens,
+            temperature=s.engine_temperature,
+            top_p=s.engine_top_p,
+            retries=s.engine_retries,
+            backoff_s=s.engine_backoff_s,
+            retry_temperature=s.engine_retry_temperature,
+            repetition_retries=s.engine_repetition_retries,
+            image_format=s.engine_image_format,
+        )
+
+    def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
+        """OCR a batch concurrently; pages refused for capacity are retried one at a time with back-off."""
+        data_urls = list(self._pool.map(lambda img: encode_page(img, image_format=self.image_format), images))
+        outcomes = list(self._pool.map(self._read_shared, data_urls))
+        return [
+            self._read_alone(data_url, outcome.error) if isinstance(outcome, _NotAlone) else outcome
+            for data_url, outcome in zip(data_urls, outcomes)
+        ]
+
+    def ping(self) -> bool:
+        """True when at least one engine answers /v1/models and serves this model."""
+        for url in self.urls:
+            try:
+                response = self._client.get(f"{url}/v1/models", timeout=5.0)
+                if response.status_code == 200 and any(
+                    m.get("id") == self.model for m in response.json().get("data", [])
+                ):
+                    return True
+            except (httpx.HTTPError, ValueError):
+                continue
+        return False
+
+    def close(self) -> None:
+        """Stop the threads and close the connections."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._client.close()
+
+    def __enter__(self) -> VllmEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _read_shared(self, data_url: str) -> PageText | EngineError | _NotAlone:
+        try:
+            return self._read_page(data_url, started=time.perf_counter(), alone=False)
+        except EngineOverloaded as exc:
+            return exc if exc.kind == "unavailable" else _NotAlone(exc)
+        except EngineError as exc:
+            return exc
+
+    def _read_alone(self, data_url: str, first: EngineOverloaded) -> PageText | EngineError:
+        started = time.perf_counter()
+        attempts = 0
+        if self.retries == 0:
+            return EngineOverloaded(f"{first}; no batch-1 retries configured", kind=first.kind)
+        time.sleep(self.backoff_s)
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retries),
+            wait=wait_exponential_jitter(initial=self.backoff_s, max=self.backoff_s * 16),
+            retry=retry_if_exception(lambda e: isinstance(e, EngineOverloaded) and e.kind != "unavailable"),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    return self._read_page(data_url, started=started, alone=True)
+        except EngineOverloaded as exc:
+            return EngineOverloaded(
+                f"still refused after the batch and {attempts} attempt(s) alone: {exc}", kind=exc.kind
+            )
+        except EngineError as exc:
+            return exc
+        raise AssertionError("unreachable")
+
+    def _read_page(self, data_url: str, *, started: float, alone: bool) -> PageText | EngineError:
+        temperatures = [self.temperature] + [self.retry_temperature] * self.repetition_retries
+        runaways = []
+        for temperature in temperatures:
+            done = self._complete(data_url, temperature=temperature)
+            capped = done.finish_reason != "stop" or done.completion_tokens >= self.max_tokens
+            if not self.guard_repetition or not capped:
+                return PageText(
+                    text=done.text,
+                    engine=self.name,
+                    model=self.model,
+                    seconds=time.perf_counter() - started,
+                    details={
+                        "url": done.url,
+                        "alone": alone,
+                        "temperature": temperature,
+                        "finish_reason": done.finish_reason,
+                        "prompt_tokens": done.prompt_tokens,
+                        "completion_tokens": done.completion_tokens,
+                    },
+                )
+            runaways.append(
+                f"finish_reason={done.finish_reason} after {done.completion_tokens} tokens "
+                f"at temperature {temperature:g}"
+            )
+        return EngineError(
+            f"runaway output (token cap {self.max_tokens}), page not truncated: " + "; ".join(runaways),
+            kind="repetition",
+        )
+
+    def _complete(self, data_url: str, *, temperature: float) -> _Completion:
+        payload = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_url}}]}],
+            "max_tokens": self.max_tokens,
+            "temperature": temperature,
+            "top_p": self.top_p,
+            **self.extra_body,
+        }
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retries + 1),
+            wait=wait_exponential_jitter(initial=self.backoff_s, max=self.backoff_s * 16),
+            retry=retry_if_exception(_is_connection_error),
+            reraise=True,
+        )
+        url = self.urls[0]
+        try:
+            for attempt in retrying:
+                with attempt, self._slots:
+                    url = self.urls[next(self._turn) % len(self.urls)]
+                    response = self._client.post(f"{url}/v1/chat/completions", json=payload)
+        except httpx.TimeoutException as exc:
+            raise EngineOverloaded(f"timed out waiting for {url}: {exc!r}", kind="timeout") from exc
+        except httpx.TransportError as exc:
+            raise EngineOverloaded(
+                f"engine unreachable after {self.retries + 1} attempts, last {url}: {exc!r}", kind="unavailable"
+            ) from exc
+        if response.status_code != 200:
+            raise classify_failure(status=response.status_code, body=response.text, url=url)
+        return _parse_completion(response, url=url)
+
+
+def _parse_completion(response: httpx.Response, *, url: str) -> _Completion:
+    try:
+        body = response.json()
+        choice = body["choices"][0]
+        usage = body.get("usage") or {}
+        return _Completion(
+            text=choice["message"].get("content") or "",
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            url=url,
+        )
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise EngineError(f"malformed answer from {url}: {response.text[:300]}", kind="engine") from exc

@@ -1,0 +1,124 @@
+"""The work itself: split a job into pages, read each page, and close the job once."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import select, update
+
+from common import job_states
+from common.documents import DocumentRejected, PageRangeError, inspect, parse_page_ranges, render_page
+from common.models import Job, Page
+from common.models.base import utcnow
+from common.object_keys import source_key
+from common.sql import insert_ignoring_conflicts
+from common.storage import ObjectMissing
+from worker import dispatch
+from worker.context import WorkerContext
+from worker.engines.base import EngineError
+from worker.job_events import job_finished
+
+log = logging.getLogger("ocrq.pipeline")
+
+
+def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
+    """Inspect the document, create one page row per selected page, and publish them."""
+    with ctx.db.session() as session:
+        job = session.get(Job, job_id)
+        if job is None or job.status not in job_states.JOB_ACTIVE:
+            return
+        job_states.start_job(session, job_id=job_id)
+    try:
+        if job.source_kind == "url" and not job.source_key:
+            job.source_key = _fetch_url_source(ctx, job)
+        path = ctx.sources.path(job)
+        info = inspect(path, limits=ctx.limits)
+        indices = parse_page_ranges(job.pages_spec, info.page_count)
+    except (DocumentRejected, PageRangeError, ObjectMissing, OSError, ValueError) as exc:
+        reason = str(exc) or exc.__class__.__name__
+        with ctx.db.session() as session:
+            failed = job_states.fail_job(session, job_id=job_id, reason=reason)
+        if failed:
+            job_finished(ctx, job_id=job_id, status="failed")
+        return
+    with ctx.db.session() as session:
+        insert_ignoring_conflicts(
+            session, Page, [{"id": f"{job_id[:16]}{i:016x}", "job_id": job_id, "index": i} for i in indices],
+            keys=["job_id", "index"],
+        )
+        session.execute(
+            update(Job).where(Job.id == job_id).values(
+                pages_total=len(indices), doc_kind=info.kind, source_key=job.source_key
+            )
+        )
+        page_ids = list(session.scalars(select(Page.id).where(Page.job_id == job_id, Page.status == "queued")))
+        session.execute(update(Page).where(Page.id.in_(page_ids)).values(enqueued_at=utcnow()))
+    dispatch.publish_pages(ctx.app, page_ids=page_ids, lane=job.priority)
+
+
+def _fetch_url_source(ctx: WorkerContext, job: Job) -> str:
+    from common.netguard import fetch
+
+    s = ctx.settings
+    fetched = fetch(job.source_uri, allowlist=s.net_allowlist, max_bytes=s.max_upload_bytes,
+                    timeout_s=s.fetch_timeout_s, max_redirects=s.fetch_max_redirects)
+    key = source_key(tenant_id=job.tenant_id, job_id=job.id)
+    ctx.storage.put(key, fetched.content, content_type=fetched.content_type or "application/octet-stream")
+    with ctx.db.session() as session:
+        session.execute(update(Job).where(Job.id == job.id).values(source_key=key))
+    return key
+
+
+def process_page(ctx: WorkerContext, *, page_id: str) -> None:
+    """Render and read one page, write its result once, and close the job if it was the last."""
+    with ctx.db.session() as session:
+        attempts = job_states.claim_page(session, page_id=page_id)
+        if attempts is None:
+            return
+        page = session.get(Page, page_id)
+        job = session.get(Job, page.job_id)
+    max_attempts = ctx.settings.page_retries + 1
+    if attempts > max_attempts:
+        outcome = job_states.PageOutcome(
+            error=f"gave up after {max_attempts} attempts: the worker died or ran out of time on this page"
+        )
+    else:
+        outcome = read_page(ctx, job=job, page=page, can_retry=attempts < max_attempts)
+        if outcome is None:
+            _retry_later(ctx, page_id=page_id, lane=job.priority, attempts=attempts)
+            return
+    with ctx.db.session() as session:
+        job_states.finish_page(session, page_id=page_id, outcome=outcome)
+    close_job_if_done(ctx, job_id=job.id)
+
+
+def read_page(ctx: WorkerContext, *, job: Job, page: Page, can_retry: bool) -> job_states.PageOutcome | None:
+    """The page's text or its error; None when the engine asks for a later retry."""
+    try:
+        rendered = render_page(ctx.sources.path(job), page.index, limits=ctx.limits)
+    except (DocumentRejected, ObjectMissing, OSError) as exc:
+        return job_states.PageOutcome(error=f"page {page.index + 1} could not be rendered: {exc}")
+    size = {"width": rendered.width, "height": rendered.height}
+    result = ctx.engine.read([rendered.image])[0]
+    if isinstance(result, EngineError):
+        if result.retryable and can_retry:
+            return None
+        return job_states.PageOutcome(error=f"{result.kind}: {result}", **size)
+    return job_states.PageOutcome(text=result.text, engine=result.engine, model=result.model,
+                                  seconds=result.seconds, **size)
+
+
+def _retry_later(ctx: WorkerContext, *, page_id: str, lane: str, attempts: int) -> None:
+    with ctx.db.session() as session:
+        job_states.requeue_page(session, page_id=page_id)
+    dispatch.publish_pages(ctx.app, page_ids=[page_id], lane=lane, countdown=min(2**attempts, 60))
+
+
+def close_job_if_done(ctx: WorkerContext, *, job_id: str) -> None:
+    """Refresh the counts and, if no page is left, move the job to its final state exactly once."""
+    with ctx.db.session() as session:
+        job_states.refresh_counts(session, job_id=job_id)
+    with ctx.db.session() as session:
+        status = job_states.complete_job_if_done(session, job_id=job_id)
+    if status:
+        job_finished(ctx, job_id=job_id, status=status)

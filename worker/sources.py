@@ -1,0 +1,55 @@
+"""Where a worker finds a job's document on local disk, fetching it once per worker."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from botocore.client import BaseClient
+
+from common.models import Job
+from common.storage import Storage, download_object, parse_s3_uri
+
+MAX_AGE_S = 3600
+
+
+class SourceCache:
+    """Local copies of sources, one per job, dropped after an hour unused."""
+
+    def __init__(self, *, root: Path, storage: Storage, s3: BaseClient | None) -> None:
+        self.root, self.storage, self.s3 = root, storage, s3
+        root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, job: Job) -> Path:
+        """A local path holding the job's document."""
+        if job.source_key and (local := self.storage.local_path(job.source_key)):
+            return local
+        dest = self.root / job.id
+        if dest.exists():
+            os.utime(dest)
+            return dest
+        self._evict_old()
+        tmp = self.root / f".{job.id}.{os.getpid()}.part"
+        if job.source_key:
+            self.storage.download(job.source_key, tmp)
+        elif job.source_kind == "s3" and self.s3 is not None:
+            bucket, key = parse_s3_uri(job.source_uri)
+            download_object(self.s3, bucket, key, tmp)
+        else:
+            raise FileNotFoundError(f"job {job.id} has no stored source")
+        tmp.replace(dest)
+        return dest
+
+    def drop(self, job_id: str) -> None:
+        (self.root / job_id).unlink(missing_ok=True)
+
+    def _evict_old(self) -> None:
+        cutoff = time.time() - MAX_AGE_S
+        for entry in self.root.iterdir():
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+            except FileNotFoundError:
+                pass

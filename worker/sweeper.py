@@ -1,0 +1,74 @@
+"""The safety net for at-least-once delivery: republish work whose message was lost.
+
+A broker that restarts without persistence, a crash between commit and publish, or the
+embedded filesystem broker (which has no acks) can all drop a message. The database is the
+source of truth: anything still queued long after it was published, while its queue is
+empty, is published again. Every task is idempotent, so a spare copy is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import Celery
+from sqlalchemy import and_, exists, or_, select, update
+
+from common.job_states import PAGE_ACTIVE
+from common.models import Job, Page
+from common.models.base import utcnow
+from worker import dispatch
+from worker.celeryconfig import CONTROL_QUEUE, page_queue
+from worker.context import WorkerContext
+from worker.pipeline import close_job_if_done
+
+log = logging.getLogger("ocrq.sweeper")
+BATCH = 1000
+
+
+def queue_depth(app: Celery, queue: str) -> int:
+    with app.connection_or_acquire() as conn:
+        return conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+
+
+def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
+    """Republish lost prepare and page tasks, and close jobs whose last page closed without them."""
+    now = utcnow()
+    stale = now - timedelta(seconds=ctx.settings.stale_requeue_after_s)
+    dead = now - timedelta(seconds=ctx.settings.task_time_limit_s + 60)
+    counts = {"jobs": 0, "pages": 0, "closed": 0}
+    with ctx.db.session() as session:
+        jobs = list(session.scalars(select(Job.id).where(
+            or_(and_(Job.status == "queued", Job.created_at < stale),
+                and_(Job.status == "running", Job.pages_total == 0, Job.started_at < stale)),
+        ).limit(BATCH)))
+        orphans = list(session.scalars(select(Job.id).where(
+            Job.status == "running", Job.pages_total > 0,
+            ~exists().where(Page.job_id == Job.id, Page.status.in_(PAGE_ACTIVE)),
+        ).limit(BATCH)))
+        pages = session.execute(select(Page.id, Job.priority).join(Job).where(
+            Job.status == "running",
+            or_(and_(Page.status == "queued", Page.enqueued_at < stale),
+                and_(Page.status == "running", Page.started_at < dead)),
+        ).limit(BATCH)).all()
+    if jobs and queue_depth(ctx.app, CONTROL_QUEUE) == 0:
+        for job_id in jobs:
+            dispatch.publish_prepare(ctx.app, job_id=job_id)
+        counts["jobs"] = len(jobs)
+    for lane in {lane for _, lane in pages}:
+        ids = [page_id for page_id, page_lane in pages if page_lane == lane]
+        if queue_depth(ctx.app, page_queue(lane)) == 0:
+            _touch(ctx, ids)
+            dispatch.publish_pages(ctx.app, page_ids=ids, lane=lane)
+            counts["pages"] += len(ids)
+    for job_id in orphans:
+        close_job_if_done(ctx, job_id=job_id)
+    counts["closed"] = len(orphans)
+    if any(counts.values()):
+        log.warning("republished stale work", extra=counts)
+    return counts
+
+
+def _touch(ctx: WorkerContext, page_ids: list[str]) -> None:
+    with ctx.db.session() as session:
+        session.execute(update(Page).where(Page.id.in_(page_ids), Page.status == "queued").values(enqueued_at=utcnow()))

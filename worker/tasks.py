@@ -1,0 +1,34 @@
+"""Celery tasks: thin wrappers that take ids and call the pipeline."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from common import job_states
+from worker import dispatch, pipeline, sweeper
+from worker.context import context_of
+
+
+@shared_task(name=dispatch.PREPARE_JOB, bind=True)
+def prepare_job(self, job_id: str) -> None:
+    pipeline.prepare_job(context_of(self.app), job_id=job_id)
+
+
+@shared_task(name=dispatch.OCR_PAGE, bind=True)
+def ocr_page(self, page_id: str) -> None:
+    ctx = context_of(self.app)
+    try:
+        pipeline.process_page(ctx, page_id=page_id)
+    except SoftTimeLimitExceeded:
+        limit = ctx.settings.task_soft_time_limit_s
+        with ctx.db.session() as session:
+            job_states.finish_page(session, page_id=page_id,
+                                   outcome=job_states.PageOutcome(error=f"timed out after {limit} s"))
+            job_id = session.scalar(job_states.job_id_of_page(page_id))
+        pipeline.close_job_if_done(ctx, job_id=job_id)
+
+
+@shared_task(name="ocrq.requeue_stale", bind=True)
+def requeue_stale(self) -> dict[str, int]:
+    return sweeper.requeue_stale(context_of(self.app))
