@@ -8,8 +8,12 @@ from fastapi import FastAPI
 
 from api import errors
 from api.body_limit import BodySizeLimit
-from api.routers import health, jobs
+from api.metrics import ApiMetrics
+from api.routers import batches, health, jobs
+from api.routers import webhooks
+from api.routers import metrics, web
 from common.db import Database
+from common.rate_limit import make_rate_limiter
 from common.services import keys
 from common.services.jobs import Services
 from common.settings import Settings, get_settings
@@ -20,7 +24,7 @@ from worker.celery_app import create_celery
 def build_services(settings: Settings) -> Services:
     return Services(
         settings=settings, db=Database(settings.resolved_database_url), storage=make_storage(settings),
-        celery=create_celery(settings), s3=s3_client(settings),
+        celery=create_celery(settings), s3=s3_client(settings), limiter=make_rate_limiter(settings),
     )
 
 
@@ -34,7 +38,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             for tenant_id, key in keys.parse_configured(settings.api_keys):
                 keys.ensure_key(session, tenant_id=tenant_id, key=key)
         app.state.services = svc
+        app.state.metrics = ApiMetrics(svc)
         yield
+        app.state.metrics.close()
+        svc.limiter.close()
         svc.db.dispose()
 
     app = FastAPI(title="ocrq", version="0.1.0", lifespan=lifespan,
@@ -44,4 +51,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
+    app.include_router(batches.router)
+    app.include_router(webhooks.router)
+    app.include_router(metrics.router)
+    app.include_router(web.router)
+    app.mount("/static", web.static_files(), name="static")
     return app

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from sqlalchemy.orm import Session
 
+from common.rate_limit import retry_after_header
 from common.services import keys
 from common.services.jobs import Services
 from common.settings import Settings
@@ -45,4 +46,13 @@ def get_tenant(request: Request, svc: ServicesDep) -> str:
     return tenant
 
 
-TenantDep = Annotated[str, Depends(get_tenant)]
+def get_limited_tenant(svc: ServicesDep, tenant: Annotated[str, Depends(get_tenant)]) -> str:
+    """The tenant, once its requests-per-second limit lets this request through; 429 with Retry-After if not."""
+    decision = svc.limiter.hit(tenant)
+    if not decision.allowed:
+        raise HTTPException(429, "too many requests for this tenant; slow down",
+                            headers={"Retry-After": retry_after_header(decision)})
+    return tenant
+
+
+TenantDep = Annotated[str, Depends(get_limited_tenant)]

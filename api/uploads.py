@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -41,10 +41,15 @@ async def read_multipart(request: Request) -> tuple[Source, JobOptions]:
         options = JobOptions.model_validate(raw)
     except ValidationError as exc:
         raise Rejected(422, validation_message(exc), code="invalid_options") from exc
+    digest = hashlib.sha256()
     with tempfile.NamedTemporaryFile(prefix="ocrq-upload-", delete=False) as tmp:
-        shutil.copyfileobj(upload.file, tmp, length=1024 * 1024)
+        while chunk := upload.file.read(1024 * 1024):
+            digest.update(chunk)
+            tmp.write(chunk)
     await form.close()
-    return Source(kind="upload", uri=upload.filename or "upload", filename=upload.filename, path=Path(tmp.name)), options
+    source = Source(kind="upload", uri=upload.filename or "upload", filename=upload.filename, path=Path(tmp.name),
+                    sha256=digest.hexdigest())
+    return source, options
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -14,6 +14,10 @@ class ClientError(Exception):
     pass
 
 
+class SubmissionRejected(ClientError):
+    """The server refused one document; others may still go through."""
+
+
 def key_file() -> Path:
     return get_settings().home / "api_key"
 
@@ -47,7 +51,7 @@ class Client:
             data = {k: v for k, v in options.items() if v is not None}
             response = self.request("POST", "/jobs", files={"file": (path.name, body)}, data=data)
         if response.status_code != 202:
-            raise ClientError(f"{path}: {response.status_code} {_detail(response)}")
+            raise SubmissionRejected(f"{path}: {response.status_code} {_detail(response)}")
         return response.json()
 
     def job(self, job_id: str) -> dict:

@@ -41,6 +41,7 @@ def engine(
     from worker import engine_launcher
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     if backend == "cpu":
         specs = engine_launcher.plan_cpu(
             served_model_name=served_model_name or model, host=host, port=port, concurrency=cpu_concurrency
@@ -79,3 +80,7 @@ def engine(
             typer.echo(f"{env} {shlex.join(spec.argv)}".strip())
         return
     raise typer.Exit(engine_launcher.run(specs, log_dir=log_dir, ready_timeout_s=ready_timeout_s))
+
+
+if __name__ == "__main__":
+    typer.run(engine)

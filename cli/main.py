@@ -14,6 +14,8 @@ from common.settings import get_settings
 app = typer.Typer(help="ocrq: an asynchronous OCR job service.", no_args_is_help=True)
 keys_app = typer.Typer(help="Manage API keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+webhooks_app = typer.Typer(help="Webhook signing secrets.", no_args_is_help=True)
+app.add_typer(webhooks_app, name="webhooks")
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 UrlOpt = Annotated[str, typer.Option(envvar="OCRQ_URL", help="Base URL of the ocrq API.")]
@@ -48,8 +50,12 @@ def api(host: str = "127.0.0.1", port: int = 8000, workers: int = 1) -> None:
     import uvicorn
 
     _loopback_only_if_open(host)
+    from common.log_format import logging_config
+
+    settings = get_settings()
+    # log_config, not our own setup alone: with --workers uvicorn applies it in each process it spawns.
     uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers,
-                log_level=get_settings().log_level.lower())
+                log_level=settings.log_level.lower(), log_config=logging_config(settings))
 
 
 @app.command()
@@ -57,13 +63,15 @@ def worker(
     queues: Annotated[str | None, typer.Option(help="Comma-separated queues (default: control and CPU pages).")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
     beat: Annotated[bool, typer.Option(help="Also run the periodic sweeper (one per deployment).")] = False,
+    pool: Annotated[str, typer.Option(help="prefork (time limits, crash isolation) or solo (one task inline).")]
+    = "prefork",
 ) -> None:
     """Run a Celery worker."""
     from worker.run import run_worker
 
     settings = get_settings()
     run_worker(settings, queues=queues.split(",") if queues else None,
-               concurrency=concurrency or settings.worker_concurrency, beat=beat)
+               concurrency=concurrency or settings.worker_concurrency, beat=beat, pool=pool)
 
 
 @app.command()
@@ -167,7 +175,31 @@ def keys_revoke(key_id: str) -> None:
     typer.echo(f"revoked {key_id}")
 
 
+
+@webhooks_app.command("secret")
+def webhooks_secret(tenant: Annotated[str, typer.Option(help="Tenant whose secret to show.")],
+                    rotate: Annotated[bool, typer.Option(help="Make a new secret; the old one keeps signing "
+                                                         "for OCRQ_WEBHOOK_ROTATION_OVERLAP_S.")] = False) -> None:
+    """Print the tenant's webhook signing secret (whsec_…), creating it on first use."""
+    from common.db import Database
+    from common.services import webhook_secrets
+
+    settings = get_settings()
+    db = Database(settings.resolved_database_url)
+    with db.session() as session:
+        if rotate:
+            row = webhook_secrets.rotate(session, tenant_id=tenant, overlap_s=settings.webhook_rotation_overlap_s)
+        else:
+            row = webhook_secrets.get_or_create(session, tenant_id=tenant)
+    typer.echo(row.current)
+    if rotate:
+        typer.echo(f"the previous secret keeps signing until {row.previous_until:%Y-%m-%d %H:%M} UTC", err=True)
+
+
 def main() -> None:
+    from common.log_format import configure_logging
+
+    configure_logging(get_settings())
     app()
 
 

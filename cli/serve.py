@@ -11,9 +11,11 @@ import uvicorn
 
 from cli.client import key_file
 from common import migrate
+from common.log_format import logging_config
 from common.db import Database
 from common.services import keys
 from common.settings import Settings
+from worker.celeryconfig import WEBHOOK_QUEUE
 
 
 def first_key(settings: Settings) -> str | None:
@@ -33,8 +35,10 @@ def first_key(settings: Settings) -> str | None:
     return key
 
 
-def start_worker(*, beat: bool) -> subprocess.Popen:
-    args = [sys.executable, "-m", "cli.main", "worker"] + (["--beat"] if beat else [])
+def start_worker(*, beat: bool, queues: str | None = None) -> subprocess.Popen:
+    # solo: one process reading one page at a time with every core, and acks without a 2 s poll delay.
+    args = [sys.executable, "-m", "cli.main", "worker", "--pool", "solo"] + (["--beat"] if beat else [])
+    args += ["--queues", queues] if queues else []
     return subprocess.Popen(args, env=os.environ.copy(), start_new_session=True)
 
 
@@ -46,12 +50,16 @@ def serve(settings: Settings, *, host: str, port: int) -> None:
     migrate.upgrade(settings.resolved_database_url)
     if not settings.auth_disabled and (key := first_key(settings)):
         print(f"Your API key (shown once, also saved to {key_file()}):\n  {key}", flush=True)
-    worker = start_worker(beat=True)
+    # Webhooks get their own worker, so a slow receiver never holds up a page.
+    workers = [start_worker(beat=True), start_worker(beat=False, queues=WEBHOOK_QUEUE)]
     try:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower())
+        uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower(),
+                    log_config=logging_config(settings))
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
+        for worker in workers:
+            os.killpg(worker.pid, signal.SIGTERM)
+        for worker in workers:
+            try:
+                worker.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)

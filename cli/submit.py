@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from cli.client import Client, ClientError
+from cli.client import Client, ClientError, SubmissionRejected
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json"}
@@ -40,7 +40,7 @@ def run(client: Client, *, files: list[Path], wait: bool, out: Path | None, opti
     for path in expand(files):
         try:
             jobs[client.submit(path, options=options)["id"]] = path
-        except ClientError as exc:
+        except SubmissionRejected as exc:
             console.print(f"[red]rejected[/red] {exc}")
             accepted = False
     if not wait:

@@ -62,6 +62,7 @@ class JobView(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    expired_at: datetime | None = Field(default=None, description="when retention deleted the result")
     links: JobLinks
 
 

@@ -7,11 +7,21 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_HOME = Path.home() / ".ocrq"
 CommaList = Annotated[list[str], NoDecode]
+
+
+class S3SourceProfile(BaseModel):
+    """Credentials for buckets that batches of the listed tenants may read; named in settings, never in requests."""
+
+    tenants: list[str]
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
 
 
 class Settings(BaseSettings):
@@ -71,6 +81,8 @@ class Settings(BaseSettings):
     webhook_retry_schedule_s: Annotated[list[float], NoDecode] = Field(
         default_factory=lambda: [0, 5, 300, 1800, 7200, 18000, 36000, 36000]
     )
+    # After a secret rotation the old secret keeps signing (beside the new one) for this long.
+    webhook_rotation_overlap_s: int = Field(default=24 * 3600, ge=0)
 
     # Queue behaviour.
     task_soft_time_limit_s: int = 300
@@ -80,7 +92,43 @@ class Settings(BaseSettings):
     worker_concurrency: int = 1
     page_retries: int = 2
 
+    # Tenancy. Idempotency-Key: how long a stored answer is replayed, how long a duplicate waits for the
+    # first request to finish, and after how long an unfinished first request (its API died) is taken over.
+    idempotency_ttl_s: int = Field(default=24 * 3600, ge=60)
+    idempotency_wait_s: float = Field(default=10.0, ge=0)
+    idempotency_lock_s: int = Field(default=300, ge=1)
+    # Requests per second per tenant with a burst allowance; 0 turns the limit off.
+    rate_limit_rps: float = Field(default=50.0, ge=0)
+    rate_limit_burst: int = Field(default=100, ge=1)
+    # Pages of one tenant running at once across all workers (0: no cap), and the wait before a page over it is retried.
+    tenant_max_running_pages: int = Field(default=0, ge=0)
+    tenant_defer_s: float = Field(default=2.0, gt=0)
+    # Retention: stored uploads and results are deleted after these many days (0 keeps them forever).
+    upload_retention_days: int = Field(default=7, ge=0)
+    result_retention_days: int = Field(default=30, ge=0)
+    retention_sweep_interval_s: float = Field(default=3600.0, gt=0)
+
+    # Bulk S3 ingestion (batches). Named source profiles as JSON: {"name": {"tenants": [...], "access_key_id": ...}}.
+    s3_source_profiles: dict[str, S3SourceProfile] = Field(default_factory=dict)
+    # Objects per list_objects_v2 page: one page is listed, recorded and enqueued per listing task.
+    batch_list_page_size: int = Field(default=1000, ge=1, le=1000)
+    # A listing that has not advanced for this long is restarted from its last page by the batch sweeper.
+    batch_stale_after_s: float = Field(default=120.0, gt=0)
+    batch_sweep_interval_s: float = Field(default=30.0, gt=0)
+    # At most one batch.progress webhook per batch in this many seconds.
+    batch_progress_interval_s: float = Field(default=30.0, ge=0)
+
     log_level: str = "INFO"
+    # json: one object a line, with job_id, page and task_id on every line about a job; text: for a terminal.
+    log_format: Literal["json", "text"] = "text"
+
+    # Observability. Each worker serves its metrics on this port (0: off); its prefork children write them to
+    # files under metrics_dir (Prometheus multiprocess mode), which the API's /metrics also merges on one host.
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+    worker_metrics_host: str = "127.0.0.1"
+    metrics_dir: Path | None = None
+    # Seconds /metrics waits for each vLLM engine's own /metrics.
+    engine_metrics_timeout_s: float = Field(default=2.0, gt=0)
 
     @field_validator("engine_urls", "api_keys", "net_allowlist", mode="before")
     @classmethod
@@ -131,6 +179,10 @@ class Settings(BaseSettings):
     @property
     def broker_folder(self) -> Path:
         return self.home / "broker"
+
+    @property
+    def resolved_metrics_dir(self) -> Path:
+        return self.metrics_dir or self.home / "metrics"
 
     @property
     def is_embedded_broker(self) -> bool:

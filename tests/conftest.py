@@ -105,3 +105,12 @@ def client(stack):
 @pytest.fixture()
 def other_client(stack):
     return stack.client(KEY_B)
+
+
+@pytest.fixture(scope="session")
+def embedded_server(tmp_path_factory):
+    """`ocrq serve` on the embedded default in a subprocess, shared by the browser and CLI tests."""
+    from tests.support.embedded import EmbeddedServer
+
+    with EmbeddedServer(tmp_path_factory.mktemp("embedded") / "home") as server:
+        yield server

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from common.settings import Settings
 
 CONTROL_QUEUE = "ocrq.control"
 WEBHOOK_QUEUE = "ocrq.webhooks"
+LISTING_QUEUE = "ocrq.listing"
 LANES = ("interactive", "bulk")
 
 
@@ -17,7 +18,9 @@ def page_queue(lane: str) -> str:
 
 def cpu_worker_queues() -> list[str]:
     """Queues a CPU worker consumes, most urgent first."""
-    return [CONTROL_QUEUE, page_queue("interactive"), page_queue("bulk")]
+    # Listing first: each batch listing task is one short page that chains the next, and behind the
+    # thousands of prepare tasks the previous page published it would wait minutes.
+    return [LISTING_QUEUE, CONTROL_QUEUE, page_queue("interactive"), page_queue("bulk")]
 
 
 def build_config(settings: Settings) -> dict:
@@ -66,7 +69,8 @@ def build_config(settings: Settings) -> dict:
         # A worker that loses the broker drops what it holds; the messages come back to another worker.
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "task_default_queue": CONTROL_QUEUE,
-        "task_queues": [Queue(name) for name in (*cpu_worker_queues(), WEBHOOK_QUEUE)],
+        # One direct exchange per queue: sharing the default exchange would copy each message to every queue.
+        "task_queues": [Queue(name, Exchange(name), routing_key=name) for name in (*cpu_worker_queues(), WEBHOOK_QUEUE)],
         "task_create_missing_queues": True,
         # Task events let Flower and the metrics see queue and run times.
         "worker_send_task_events": True,
@@ -75,6 +79,16 @@ def build_config(settings: Settings) -> dict:
         "worker_hijack_root_logger": False,
         "beat_schedule": {
             "requeue-stale": {"task": "ocrq.requeue_stale", "schedule": 30.0, "options": {"queue": CONTROL_QUEUE}},
+            # Batches: restart listings that stopped, close items and batches whose end was missed.
+            "sweep-batches": {"task": "ocrq.sweep_batches", "schedule": settings.batch_sweep_interval_s,
+                              "options": {"queue": CONTROL_QUEUE}},
+            # Publishes webhook retries too long for a countdown, and deliveries whose worker died. Every 10 s bounds
+            # how late a long retry goes out. On the control queue, which always has a consumer: a sweep parked on
+            # the webhook queue of a deployment without webhook workers would pile up forever.
+            "sweep-webhooks": {"task": "ocrq.sweep_webhooks", "schedule": 10.0, "options": {"queue": CONTROL_QUEUE}},
+            # Retention: delete uploads and results past their days; hourly is plenty for periods counted in days.
+            "purge-expired": {"task": "ocrq.purge_expired", "schedule": settings.retention_sweep_interval_s,
+                              "options": {"queue": CONTROL_QUEUE}},
         },
         "beat_schedule_filename": str(settings.home / "celerybeat-schedule"),
     }

@@ -12,6 +12,7 @@ from common.documents import Limits
 from common.settings import Settings
 from common.storage import make_storage, s3_client
 from worker.engines.base import Engine
+from worker.metrics import WorkerMetrics
 from worker.sources import SourceCache
 
 
@@ -29,7 +30,26 @@ class WorkerContext:
 
     @cached_property
     def sources(self) -> SourceCache:
-        return SourceCache(root=self.settings.home / "cache" / f"w{self.pid}", storage=self.storage, s3=self.s3)
+        return SourceCache(root=self.settings.home / "cache" / f"w{self.pid}", storage=self.storage, s3=self.s3,
+                           clients=self.s3_for)
+
+    def s3_for(self, profile: str | None):
+        """The S3 client of a named source profile (built once per process), or the service's own for None."""
+        if profile is None:
+            return self.s3
+        if profile not in self.profile_clients:
+            from common.s3_profiles import profile_client
+
+            self.profile_clients[profile] = profile_client(self.settings, profile)
+        return self.profile_clients[profile]
+
+    @cached_property
+    def profile_clients(self) -> dict:
+        return {}
+
+    @cached_property
+    def metrics(self) -> WorkerMetrics:
+        return WorkerMetrics()
 
     @cached_property
     def engine(self) -> Engine:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from celery import Celery
 
-from worker.celeryconfig import CONTROL_QUEUE, page_queue
+from worker.celeryconfig import CONTROL_QUEUE, LISTING_QUEUE, page_queue
 
 PREPARE_JOB = "ocrq.prepare_job"
 OCR_PAGE = "ocrq.ocr_page"
+LIST_BATCH = "ocrq.list_batch"
+FINISH_BATCH = "ocrq.finish_batch"
 
 
 def publish_prepare(app: Celery, *, job_id: str) -> None:
@@ -19,3 +21,18 @@ def publish_pages(app: Celery, *, page_ids: list[str], lane: str, countdown: flo
     with app.producer_or_acquire() as producer:
         for page_id in page_ids:
             app.send_task(OCR_PAGE, args=[page_id], queue=page_queue(lane), producer=producer, countdown=countdown)
+
+
+def publish_prepares(app: Celery, *, job_ids: list[str]) -> None:
+    """Send one prepare task per job over one connection: a page of a batch's listing at a time."""
+    with app.producer_or_acquire() as producer:
+        for job_id in job_ids:
+            app.send_task(PREPARE_JOB, args=[job_id], queue=CONTROL_QUEUE, producer=producer)
+
+
+def publish_list_batch(app: Celery, *, batch_id: str) -> None:
+    app.send_task(LIST_BATCH, args=[batch_id], queue=LISTING_QUEUE)
+
+
+def publish_finish_batch(app: Celery, *, batch_id: str) -> None:
+    app.send_task(FINISH_BATCH, args=[batch_id], queue=CONTROL_QUEUE)

@@ -9,6 +9,8 @@ from sqlalchemy import select, update
 from common import results
 from common.models import Job, Page
 from common.object_keys import result_prefix
+from common.services import webhooks
+from worker import batch_results
 from worker.context import WorkerContext
 
 log = logging.getLogger("ocrq.jobs")
@@ -27,3 +29,6 @@ def job_finished(ctx: WorkerContext, *, job_id: str, status: str) -> None:
             ctx.storage.put(results.object_key(prefix, fmt), body, content_type=results.MEDIA_TYPES[fmt])
         with ctx.db.session() as session:
             session.execute(update(Job).where(Job.id == job_id).values(result_key=prefix))
+    webhooks.notify_job_ended(db=ctx.db, celery=ctx.app, settings=ctx.settings, job_id=job_id)
+    if job.batch_id:
+        batch_results.item_finished(ctx, job=job, pages=pages, status=status)

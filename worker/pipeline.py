@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from sqlalchemy import select, update
 
 from common import job_states
 from common.documents import DocumentRejected, PageRangeError, inspect, parse_page_ranges, render_page
+from common.log_format import bind_job
 from common.models import Job, Page
 from common.models.base import utcnow
+from common.netguard import FetchError
 from common.object_keys import source_key
 from common.sql import insert_ignoring_conflicts
 from common.storage import ObjectMissing
-from worker import dispatch
+from worker import dispatch, tenant_cap
 from worker.context import WorkerContext
 from worker.engines.base import EngineError
 from worker.job_events import job_finished
@@ -23,6 +26,7 @@ log = logging.getLogger("ocrq.pipeline")
 
 def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
     """Inspect the document, create one page row per selected page, and publish them."""
+    bind_job(job_id=job_id)
     with ctx.db.session() as session:
         job = session.get(Job, job_id)
         if job is None or job.status not in job_states.JOB_ACTIVE:
@@ -34,8 +38,9 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
         path = ctx.sources.path(job)
         info = inspect(path, limits=ctx.limits)
         indices = parse_page_ranges(job.pages_spec, info.page_count)
-    except (DocumentRejected, PageRangeError, ObjectMissing, OSError, ValueError) as exc:
+    except (DocumentRejected, PageRangeError, ObjectMissing, FetchError, OSError, ValueError) as exc:
         reason = str(exc) or exc.__class__.__name__
+        log.warning("job rejected: %s", reason)
         with ctx.db.session() as session:
             failed = job_states.fail_job(session, job_id=job_id, reason=reason)
         if failed:
@@ -54,6 +59,7 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
         page_ids = list(session.scalars(select(Page.id).where(Page.job_id == job_id, Page.status == "queued")))
         session.execute(update(Page).where(Page.id.in_(page_ids)).values(enqueued_at=utcnow()))
     dispatch.publish_pages(ctx.app, page_ids=page_ids, lane=job.priority)
+    log.info("job split into pages", extra={"pages": len(indices), "published": len(page_ids)})
 
 
 def _fetch_url_source(ctx: WorkerContext, job: Job) -> str:
@@ -71,12 +77,18 @@ def _fetch_url_source(ctx: WorkerContext, job: Job) -> str:
 
 def process_page(ctx: WorkerContext, *, page_id: str) -> None:
     """Render and read one page, write its result once, and close the job if it was the last."""
-    with ctx.db.session() as session:
-        attempts = job_states.claim_page(session, page_id=page_id)
-        if attempts is None:
-            return
-        page = session.get(Page, page_id)
-        job = session.get(Job, page.job_id)
+    try:
+        with ctx.db.session() as session:
+            attempts = tenant_cap.claim_page(session, page_id=page_id, settings=ctx.settings)
+            if attempts is None:
+                return
+            page = session.get(Page, page_id)
+            job = session.get(Job, page.job_id)
+    except tenant_cap.OverCap as over:
+        tenant_cap.defer(ctx, page_id=page_id, lane=over.lane)
+        return
+    bind_job(job_id=job.id, page=page.index + 1, page_id=page_id)
+    ctx.metrics.page_taken(lane=job.priority, enqueued_at=page.enqueued_at, started_at=page.started_at)
     max_attempts = ctx.settings.page_retries + 1
     if attempts > max_attempts:
         outcome = job_states.PageOutcome(
@@ -88,8 +100,18 @@ def process_page(ctx: WorkerContext, *, page_id: str) -> None:
             _retry_later(ctx, page_id=page_id, lane=job.priority, attempts=attempts)
             return
     with ctx.db.session() as session:
-        job_states.finish_page(session, page_id=page_id, outcome=outcome)
+        written = job_states.finish_page(session, page_id=page_id, outcome=outcome)
+    if written:
+        _page_written(ctx, outcome)
     close_job_if_done(ctx, job_id=job.id)
+
+
+def _page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:
+    ctx.metrics.page_done("failed" if outcome.error else "succeeded")
+    if outcome.error:
+        log.warning("page failed: %s", outcome.error)
+    else:
+        log.info("page read", extra={"seconds": outcome.seconds, "chars": len(outcome.text or "")})
 
 
 def read_page(ctx: WorkerContext, *, job: Job, page: Page, can_retry: bool) -> job_states.PageOutcome | None:
@@ -99,7 +121,9 @@ def read_page(ctx: WorkerContext, *, job: Job, page: Page, can_retry: bool) -> j
     except (DocumentRejected, ObjectMissing, OSError) as exc:
         return job_states.PageOutcome(error=f"page {page.index + 1} could not be rendered: {exc}")
     size = {"width": rendered.width, "height": rendered.height}
+    started = time.perf_counter()
     result = ctx.engine.read([rendered.image])[0]
+    ctx.metrics.page_read(engine=ctx.engine.name, seconds=time.perf_counter() - started, result=result)
     if isinstance(result, EngineError):
         if result.retryable and can_retry:
             return None
@@ -111,6 +135,8 @@ def read_page(ctx: WorkerContext, *, job: Job, page: Page, can_retry: bool) -> j
 def _retry_later(ctx: WorkerContext, *, page_id: str, lane: str, attempts: int) -> None:
     with ctx.db.session() as session:
         job_states.requeue_page(session, page_id=page_id)
+    ctx.metrics.page_done("retried")
+    log.info("page put back for a retry", extra={"attempts": attempts})
     dispatch.publish_pages(ctx.app, page_ids=[page_id], lane=lane, countdown=min(2**attempts, 60))
 
 

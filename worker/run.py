@@ -4,25 +4,34 @@ from __future__ import annotations
 
 import socket
 
-from celery.signals import worker_process_init
+from celery.signals import setup_logging, worker_process_init, worker_ready
 
 from common.settings import Settings
 from worker.celery_app import create_celery
-from worker.celeryconfig import cpu_worker_queues
+from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues
 from worker.context import context_of
 
 
-def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int, beat: bool) -> None:
+def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int, beat: bool, pool: str) -> None:
+    from worker import metrics
+
+    metrics_folder = metrics.prepare_multiprocess(settings)  # before any metric exists in this process tree
     import worker.tasks  # noqa: F401  (registers the tasks)
 
     app = create_celery(settings)
+    metrics.serve_when_ready(app, settings, metrics_folder)
+    # The CLI configured logging (JSON or text) already; a receiver here stops Celery from replacing it.
+    setup_logging.connect(lambda **_kwargs: None, weak=False)
 
-    @worker_process_init.connect(weak=False)
     def _load_engine(**_kwargs) -> None:
         context_of(app).engine  # load models now, not inside the first page's time limit
 
+    # prefork loads in each child; other pools run tasks in the main process. A webhook-only worker reads no page.
+    if queues != [WEBHOOK_QUEUE]:
+        (worker_process_init if pool == "prefork" else worker_ready).connect(_load_engine, weak=False)
+
     queues = queues or cpu_worker_queues()
-    argv = ["worker", "-Q", ",".join(queues), "-c", str(concurrency), "--loglevel", settings.log_level,
+    argv = ["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-P", pool, "--loglevel", settings.log_level,
             "-n", f"ocrq-{socket.gethostname()}-%i@%h", "--without-gossip", "--without-mingle"]
     if beat:
         settings.home.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from botocore.client import BaseClient
@@ -18,8 +19,10 @@ MAX_AGE_S = 3600
 class SourceCache:
     """Local copies of sources, one per job, dropped after an hour unused."""
 
-    def __init__(self, *, root: Path, storage: Storage, s3: BaseClient | None) -> None:
+    def __init__(self, *, root: Path, storage: Storage, s3: BaseClient | None,
+                 clients: Callable[[str | None], BaseClient] | None = None) -> None:
         self.root, self.storage, self.s3 = root, storage, s3
+        self.clients = clients  # the client of a job's named source profile
         root.mkdir(parents=True, exist_ok=True)
 
     def path(self, job: Job) -> Path:
@@ -36,7 +39,8 @@ class SourceCache:
             self.storage.download(job.source_key, tmp)
         elif job.source_kind == "s3" and self.s3 is not None:
             bucket, key = parse_s3_uri(job.source_uri)
-            download_object(self.s3, bucket, key, tmp)
+            client = self.clients(job.source_profile) if self.clients else self.s3
+            download_object(client, bucket, key, tmp)
         else:
             raise FileNotFoundError(f"job {job.id} has no stored source")
         tmp.replace(dest)

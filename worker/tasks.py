@@ -6,7 +6,9 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from common import job_states
-from worker import dispatch, pipeline, sweeper
+from common.services.webhooks import DELIVER_TASK
+from worker import batch_listing, batch_results, batch_sweep, dispatch, pipeline, retention, sweeper
+from worker import webhook_delivery, webhook_sweeper
 from worker.context import context_of
 
 
@@ -32,3 +34,33 @@ def ocr_page(self, page_id: str) -> None:
 @shared_task(name="ocrq.requeue_stale", bind=True)
 def requeue_stale(self) -> dict[str, int]:
     return sweeper.requeue_stale(context_of(self.app))
+
+
+@shared_task(name=retention.PURGE_EXPIRED, bind=True)
+def purge_expired(self) -> dict[str, int]:
+    return retention.purge_expired(context_of(self.app))
+
+
+@shared_task(name=DELIVER_TASK, bind=True)
+def deliver_webhook(self, delivery_id: str) -> str | None:
+    return webhook_delivery.deliver(context_of(self.app), delivery_id=delivery_id)
+
+
+@shared_task(name="ocrq.sweep_webhooks", bind=True)
+def sweep_webhooks(self) -> int:
+    return webhook_sweeper.republish_due(context_of(self.app))
+
+
+@shared_task(name=dispatch.LIST_BATCH, bind=True)
+def list_batch(self, batch_id: str) -> None:
+    batch_listing.list_next_page(context_of(self.app), batch_id=batch_id)
+
+
+@shared_task(name=dispatch.FINISH_BATCH, bind=True)
+def finish_batch(self, batch_id: str) -> None:
+    batch_results.finish_if_done(context_of(self.app), batch_id=batch_id)
+
+
+@shared_task(name="ocrq.sweep_batches", bind=True)
+def sweep_batches(self) -> dict[str, int]:
+    return batch_sweep.sweep(context_of(self.app))

@@ -11,10 +11,11 @@ from pydantic import ValidationError
 
 from api import uploads
 from api.deps import ServicesDep, SessionDep, TenantDep
+from api.idempotency import IdempotencyKeyHeader, replayed
 from common import results
-from common.schemas import JobAccepted, JobFromSource, JobLinks, JobView, PageError
-from common.services import jobs
-from common.services.jobs import Rejected, Source
+from common.schemas import JobAccepted, JobFromSource, JobLinks, JobOptions, JobView, PageError
+from common.services import idempotency, jobs
+from common.services.jobs import Rejected, Services, Source
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -47,8 +48,9 @@ def links(request: Request, job_id: str, download: str | None = None) -> JobLink
 
 
 @router.post("", status_code=202, response_model=JobAccepted, openapi_extra=SUBMIT_BODY,
-             responses={400: {}, 401: {}, 413: {}, 415: {}, 422: {}})
-async def create_job(request: Request, svc: ServicesDep, tenant: TenantDep) -> JobAccepted:
+             responses={400: {}, 401: {}, 409: {}, 413: {}, 415: {}, 422: {}, 429: {}})
+async def create_job(request: Request, svc: ServicesDep, tenant: TenantDep,
+                     idempotency_key: IdempotencyKeyHeader = None) -> Response:
     """Submit a document: a multipart upload (`file`) or a JSON body with `source_url` or `s3_uri`."""
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
@@ -62,12 +64,26 @@ async def create_job(request: Request, svc: ServicesDep, tenant: TenantDep) -> J
         source, options = Source(kind=kind, uri=uri), body
     else:
         raise Rejected(415, "send multipart/form-data with a file, or application/json with source_url or s3_uri")
+    request_fingerprint = idempotency.fingerprint("POST /jobs", source.sha256, source.filename,
+                                                  options.model_dump(mode="json"))
     try:
-        job = await run_in_threadpool(jobs.submit, svc, tenant_id=tenant, source=source, options=options)
+        return await run_in_threadpool(_submit_once, request, svc, tenant, source, options,
+                                       key=idempotency_key, request_fingerprint=request_fingerprint)
     finally:
         if source.path:
             source.path.unlink(missing_ok=True)
-    return JobAccepted(id=job.id, status=job.status, links=links(request, job.id))
+
+
+def _submit_once(request: Request, svc: Services, tenant: str, source: Source, options: JobOptions, *,
+                 key: str | None, request_fingerprint: str) -> Response:
+    """Submit, or answer a repeat of an earlier request with the same Idempotency-Key as it was answered."""
+    with idempotency.idempotent(svc, tenant_id=tenant, key=key, fingerprint=request_fingerprint) as slot:
+        if slot.replay:
+            return replayed(slot.replay)
+        job = jobs.submit(svc, tenant_id=tenant, source=source, options=options)
+        body = JobAccepted(id=job.id, status=job.status, links=links(request, job.id)).model_dump(mode="json")
+        slot.save(202, body)
+    return JSONResponse(body, status_code=202)
 
 
 @router.get("/{job_id}", response_model=JobView, responses={404: {}})
@@ -83,17 +99,20 @@ def get_job(job_id: str, request: Request, svc: ServicesDep, session: SessionDep
         priority=job.priority, pages_total=job.pages_total, pages_done=job.pages_done,
         pages_failed=job.pages_failed, page_errors=errors, error=job.error, metadata=job.meta,
         created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
-        links=links(request, job.id, download),
+        expired_at=job.expired_at, links=links(request, job.id, download),
     )
 
 
 @router.get("/{job_id}/result", responses={200: {"content": {"text/markdown": {}, "text/plain": {}}},
-                                           303: {}, 404: {}, 409: {}})
+                                           303: {}, 404: {}, 409: {}, 410: {}})
 def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: TenantDep,
                format: Literal["markdown", "text", "json"] | None = None) -> Response:
     """The result in the asked format (default: the job's `output`); 409 until the job has finished."""
     job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
     fmt = format or job.output
+    if job.expired_at:
+        return JSONResponse({"detail": "the result has expired and was deleted", "status": job.status,
+                             "expired_at": job.expired_at.isoformat()}, status_code=410)
     if job.status != "succeeded":
         return JSONResponse({"detail": f"job is {job.status}", "status": job.status, "error": job.error},
                             status_code=409)

@@ -101,7 +101,9 @@ def render_image_page(path: Path, kind: str, index: int, *, limits: Limits) -> I
     with open_image(path, kind) as image:
         count = page_count(image, kind)
         if not 0 <= index < count:
-            raise DocumentRejected("page_out_of_range", f"Page {index + 1} does not exist; the image has {count} pages.")
+            raise DocumentRejected(
+                "page_out_of_range", f"Page {index + 1} does not exist; the image has {count} pages."
+            )
         _seek(image, kind, index)
         check_pixels(image, index=index, limits=limits)
         try:

@@ -1,13 +1,15 @@
 """Running document code in a disposable child process, with a deadline and a memory cap.
 
 pdfium and Pillow decode untrusted bytes in C: a hang cannot be interrupted in-thread and a
-crash would take the caller with it. So each call runs in a fork of the current process. On
-Linux the fork itself costs 2-3 ms (measured: BENCHMARKS.md, "Rasterisation"), against 100 ms
-or more to spawn an interpreter that imports pypdfium2 and Pillow, and the child needs no
-setup. The child runs the function, reports through a pipe and calls os._exit, so nothing of
-the parent (threads, locks they held, atexit hooks) is used further. Page pixels come back
-through shared memory: pickling them down the pipe cost more than rendering the page.
-Where fork is missing the function runs in-process, without these protections.
+crash would take the caller with it. So each call runs in a fresh fork of the current process.
+Measured on 2 cores (BENCHMARKS.md, "Rasterisation"): a fork round trip costs about 5 ms and
+a page through render_page 17-45 ms more than in-process for PDFs, against about 80 ms only to
+spawn an interpreter that imports pypdfium2 and Pillow. A long-lived render process would be
+cheaper still, but a fork per page keeps every page, and every tenant, from seeing what an
+earlier hostile file left behind. The child runs the function, reports through a pipe and
+calls os._exit, so nothing of the parent (threads, locks they held, atexit hooks) is used
+further. Page pixels come back through shared memory: pickled down the pipe they cost more
+than the render. Where fork is missing the function runs in-process, without protection.
 """
 
 from __future__ import annotations
@@ -97,17 +99,8 @@ def run_isolated(
 def _child(write_fd: int, shared: mmap.mmap | None, fn, args, kwargs, *, max_pixels: int, what: str) -> None:
     code = 1
     try:
-        # Pipes of renders started meanwhile by other threads would not see EOF while we hold them.
-        os.closerange(3, write_fd)
-        os.closerange(write_fd + 1, os.sysconf("SC_OPEN_MAX"))
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        _cap_memory(CHILD_MEMORY_BASE_BYTES + CHILD_MEMORY_BYTES_PER_PIXEL * max_pixels)
-        # This process is disposable, so Pillow's process-wide bomb limit can give way to the
-        # explicit per-page check that the document code makes.
-        Image.MAX_IMAGE_PIXELS = None
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
         try:
+            _prepare_child(write_fd, max_pixels=max_pixels)
             result: tuple = ("ok", _into_shared(fn(*args, **kwargs), shared))
         except DocumentRejected as error:
             result = ("rejected", error.code, error.message)
@@ -122,6 +115,19 @@ def _child(write_fd: int, shared: mmap.mmap | None, fn, args, kwargs, *, max_pix
         os._exit(code)
 
 
+def _prepare_child(write_fd: int, *, max_pixels: int) -> None:
+    # Pipes of renders started meanwhile by other threads would not see EOF while we hold them.
+    os.closerange(3, write_fd)
+    os.closerange(write_fd + 1, os.sysconf("SC_OPEN_MAX"))
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _cap_memory(CHILD_MEMORY_BASE_BYTES + CHILD_MEMORY_BYTES_PER_PIXEL * max_pixels)
+    # This process is disposable, so Pillow's process-wide bomb limit can give way to the
+    # explicit per-page check that the document code makes.
+    Image.MAX_IMAGE_PIXELS = None
+    warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+
+
 def _into_shared(result: Any, shared: mmap.mmap | None) -> Any:
     if not isinstance(result, Image.Image) or shared is None:
         return result
@@ -133,8 +139,11 @@ def _into_shared(result: Any, shared: mmap.mmap | None) -> Any:
 
 
 def _cap_memory(extra_bytes: int) -> None:
-    with open("/proc/self/statm") as statm:
-        inherited = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    try:
+        with open("/proc/self/statm") as statm:
+            inherited = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return  # no /proc: go without the cap rather than without rendering
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = inherited + extra_bytes
     if hard != resource.RLIM_INFINITY:

@@ -7,12 +7,16 @@ a side longer than MAX_PAGE_SIDE_PT (larger than 4A0, the largest paper size; at
 would be below 15 DPI), sides differing by more than MAX_ASPECT_RATIO times, a side under
 MIN_PAGE_SIDE_PT, or embedded images totalling more than limits.max_page_pixels (decoding them
 is the decompression bomb, whatever the output size).
+
+Encrypted PDFs that open without a password (an owner password only) are rendered like any
+other; those that need a user password are refused as encrypted_pdf.
 """
 
 from __future__ import annotations
 
 import ctypes
 import math
+import mmap
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -134,7 +138,9 @@ def render_scale(width_pt: float, height_pt: float, *, longest_side: int) -> flo
     return min(fit, MAX_RENDER_DPI / 72)
 
 
-def render_pdf_page(path: Path, index: int, *, limits: Limits, shared: bytearray | None = None) -> Image.Image | RawPixels:
+def render_pdf_page(
+    path: Path, index: int, *, limits: Limits, shared: mmap.mmap | None = None
+) -> Image.Image | RawPixels:
     """Page index of the PDF at path in RGB, after its size and image checks.
 
     With a shared buffer large enough, pdfium draws straight into it and RawPixels describes them.
@@ -164,7 +170,9 @@ def render_pdf_page(path: Path, index: int, *, limits: Limits, shared: bytearray
             page.close()
 
 
-def _draw(pdf: pdfium.PdfDocument, page: pdfium.PdfPage, buffer, width: int, height: int) -> None:
+def _draw(
+    pdf: pdfium.PdfDocument, page: pdfium.PdfPage, buffer: mmap.mmap | bytearray, width: int, height: int
+) -> None:
     # pdfium's C API, so that pixels land in the caller's buffer rather than in copies of it.
     stride = 3 * width
     memory = (ctypes.c_ubyte * (stride * height)).from_buffer(buffer)

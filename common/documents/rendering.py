@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def render_page(path: Path, index: int, *, limits: Limits) -> RenderedPage:
     return RenderedPage(image=image, width=image.width, height=image.height, source_kind=kind)
 
 
-def _render(path: Path, kind: str, index: int, limits: Limits, *, shared=None) -> Image.Image | RawPixels:
+def _render(
+    path: Path, kind: str, index: int, limits: Limits, *, shared: mmap.mmap | None = None
+) -> Image.Image | RawPixels:
     if kind == "pdf":
         return pdf.render_pdf_page(path, index, limits=limits, shared=shared)
     return images.render_image_page(path, kind, index, limits=limits)

@@ -1,7 +1,13 @@
 """All mapped classes, imported so that Base.metadata knows every table."""
 
 from common.models.base import Base
+from common.models.batches import Batch, BatchItem
+from common.models.idempotency import IdempotencyKey
 from common.models.jobs import Job, Page
 from common.models.tenants import ApiKey, Tenant
+from common.models.webhooks import DisabledEndpoint, WebhookAttempt, WebhookDelivery, WebhookSecret
 
-__all__ = ["ApiKey", "Base", "Job", "Page", "Tenant"]
+__all__ = [
+    "ApiKey", "Base", "Batch", "BatchItem", "DisabledEndpoint", "IdempotencyKey", "Job", "Page", "Tenant",
+    "WebhookAttempt", "WebhookDelivery", "WebhookSecret",
+]

@@ -33,7 +33,12 @@ class Job(Base):
     meta: Mapped[dict | None] = mapped_column("metadata", default=None)
     error: Mapped[str | None] = mapped_column(Text)
     result_key: Mapped[str | None] = mapped_column(Text)
+    # Retention: when the stored upload was deleted, and when the result (objects and page text) was.
+    source_expired_at: Mapped[datetime | None]
+    expired_at: Mapped[datetime | None]
     batch_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    # The named S3 source profile (settings) whose credentials read an s3 source; None: the service's own.
+    source_profile: Mapped[str | None] = mapped_column(String(64))
     enqueued_at: Mapped[datetime | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from celery import Celery
@@ -16,8 +16,10 @@ from common.documents import DocumentRejected, Limits, PageRangeError, inspect, 
 from common.models import Job, Page
 from common.models.base import new_id, utcnow
 from common.netguard import UrlRefused, check_url
+from common.rate_limit import NoLimit, RateLimiter
 from common.object_keys import source_key
 from common.schemas import JobOptions
+from common.services import webhooks
 from common.settings import Settings
 from common.storage import ObjectMissing, Storage, head_object, parse_s3_uri
 from worker import dispatch
@@ -46,6 +48,7 @@ class Source:
     uri: str
     filename: str | None = None
     path: Path | None = None
+    sha256: str | None = None  # of an upload's bytes, taken while it was read
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Services:
     storage: Storage
     celery: Celery
     s3: object | None = None
+    limiter: RateLimiter = field(default_factory=NoLimit)
 
     @property
     def limits(self) -> Limits:
@@ -145,7 +149,9 @@ def cancel(svc: Services, *, tenant_id: str, job_id: str) -> Job:
     """Cancel a job not yet finished; canceling a finished job changes nothing."""
     with svc.db.session() as session:
         get_job(session, tenant_id=tenant_id, job_id=job_id)
-        job_states.cancel_job(session, job_id=job_id)
+        canceled = job_states.cancel_job(session, job_id=job_id)
         job_states.refresh_counts(session, job_id=job_id)
+    if canceled:
+        webhooks.notify_job_ended(db=svc.db, celery=svc.celery, settings=svc.settings, job_id=job_id)
     with svc.db.session() as session:
         return get_job(session, tenant_id=tenant_id, job_id=job_id)

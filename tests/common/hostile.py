@@ -143,7 +143,8 @@ def write_pdf(
         w, h = page.size
         kids.append(
             add(
-                b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 %s %s] /Rotate %d /Resources << %s >> /Contents %d 0 R >>"
+                b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 %s %s] /Rotate %d"
+                b" /Resources << %s >> /Contents %d 0 R >>"
                 % (tree, _num(w), _num(h), page.rotate, resources, contents)
             )
         )
@@ -187,8 +188,8 @@ def _image_content(size: tuple[float, float]) -> bytes:
 # --- hostile PDFs ----------------------------------------------------------------------------
 
 
-def mono_image_pdf(path: Path, *, pixels: int = 35_000, dpi: int = 300) -> Path:
-    """A page holding one pixels x pixels 1-bit all-white CCITT G4 image (a few KB at 35,000)."""
+def mono_image_pdf(path: Path, *, pixels: int = 35_000, dpi: int = 300, black: bool = False) -> Path:
+    """A page holding one pixels x pixels 1-bit CCITT G4 image, all white or all black (via /Decode)."""
     # In G4 an all-white row that repeats the row above is the single bit "1" (vertical mode V0).
     bits = "1" * pixels + "000000000001" * 2  # rows, then the end-of-facsimile-block code
     bits += "0" * (-len(bits) % 8)
@@ -204,6 +205,8 @@ def mono_image_pdf(path: Path, *, pixels: int = 35_000, dpi: int = 300) -> Path:
         "Filter": "/CCITTFaxDecode",
         "DecodeParms": f"<< /K -1 /Columns {pixels} /Rows {pixels} >>",
     }
+    if black:
+        entries["Decode"] = "[1 0]"
     return write_pdf(path, [PdfPage((side, side), _image_content((side, side)), image=(entries, data))])
 
 

@@ -74,11 +74,12 @@ class Stack:
         client.headers.update({"Authorization": f"Bearer {key}"} if key else {})
         return client
 
-    def start_worker(self, *args: str, extra_env: dict[str, str] | None = None, timeout: float = 90) -> Worker:
+    def start_worker(self, *args: str, extra_env: dict[str, str] | None = None, timeout: float = 90,
+                     module: str = "cli.main") -> Worker:
         """Start `ocrq worker` and wait until it has loaded its engine and listens."""
         log = self.logs / f"worker-{len(self.workers)}.log"
         env = os.environ.copy() | settings_env(self.settings) | (extra_env or {})
-        process = subprocess.Popen([sys.executable, "-m", "cli.main", "worker", *args], cwd=ROOT, env=env,
+        process = subprocess.Popen([sys.executable, "-m", module, "worker", *args], cwd=ROOT, env=env,
                                    stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
         worker = Worker(process, log)
         self.workers.append(worker)

@@ -1,0 +1,223 @@
+// The ocrq page: submit files with the pasted key, poll each job, show its markdown beside the page.
+(function () {
+  "use strict";
+
+  const KEY_STORE = "ocrq.apiKey";
+  const POLL_MS = 700;
+  const TERMINAL = new Set(["succeeded", "failed", "canceled"]);
+  const EXTENSIONS = { text: "txt", markdown: "md", json: "json" };
+  const PREVIEWABLE = /^image\/(png|jpeg|webp|gif|bmp|svg\+xml)$/;
+
+  const $ = (selector, root = document) => root.querySelector(selector);
+  const keyInput = $("#api-key");
+  const jobsList = $("#jobs");
+  const notice = $("#notice");
+
+  keyInput.value = sessionStorage.getItem(KEY_STORE) || "";
+  keyInput.addEventListener("input", () => sessionStorage.setItem(KEY_STORE, keyInput.value.trim()));
+  $("#forget-key").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY_STORE);
+    keyInput.value = "";
+    keyInput.focus();
+  });
+
+  class ApiError extends Error {
+    constructor(message, retryAfter) {
+      super(message);
+      this.retryAfter = retryAfter;
+    }
+  }
+
+  async function api(path, options = {}) {
+    const key = keyInput.value.trim();
+    const headers = key ? { Authorization: `Bearer ${key}` } : {};
+    let response;
+    try {
+      response = await fetch(path, { ...options, headers });
+    } catch (err) {
+      throw new ApiError("The server did not answer. Is ocrq running?", 2);
+    }
+    if (response.status === 401) throw new ApiError("The API key was refused: paste a valid key above.");
+    if (response.status === 429 || response.status === 503) {
+      throw new ApiError("The server is busy; trying again.", Number(response.headers.get("Retry-After")) || 2);
+    }
+    return response;
+  }
+
+  async function detail(response) {
+    try {
+      const body = await response.json();
+      return typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail ?? body);
+    } catch (err) {
+      return response.statusText;
+    }
+  }
+
+  function showNotice(message) {
+    notice.textContent = message;
+    notice.hidden = !message;
+  }
+
+  function makeCard(file) {
+    const node = $("#job-template").content.firstElementChild.cloneNode(true);
+    const card = { file, node, jobId: null, stem: file.name.replace(/\.[^.]+$/, "") || "result" };
+    const id = `job-${jobsList.children.length + 1}`;
+    $(".job-name", node).textContent = file.name;
+    $(".job-name", node).id = `${id}-name`;
+    $("article", node).setAttribute("aria-labelledby", `${id}-name`);
+    $(".progress", node).setAttribute("aria-label", `Pages read of ${file.name}`);
+    $(".result", node).setAttribute("aria-label", `Text of ${file.name}`);
+    $(".downloads", node).setAttribute("aria-label", `Downloads for ${file.name}`);
+    for (const button of node.querySelectorAll(".downloads button")) {
+      button.setAttribute("aria-label", `${button.textContent} of ${file.name}`);
+      button.addEventListener("click", () => download(card, button.dataset.format));
+    }
+    showPreview(card);
+    setStatus(card, "uploading");
+    jobsList.prepend(node);
+    $("#no-jobs").hidden = true;
+    return card;
+  }
+
+  function showPreview(card) {
+    const box = $(".preview", card.node);
+    const url = URL.createObjectURL(card.file);
+    if (PREVIEWABLE.test(card.file.type)) {
+      const img = document.createElement("img");
+      img.src = url;
+      img.alt = `Page image of ${card.file.name}`;
+      box.append(img);
+    } else if (card.file.type === "application/pdf") {
+      const object = document.createElement("object");
+      object.data = url;
+      object.type = "application/pdf";
+      object.setAttribute("aria-label", `First page of ${card.file.name}`);
+      object.textContent = "This browser cannot show the PDF here.";
+      box.append(object);
+    } else {
+      box.textContent = "No preview for this kind of file.";
+    }
+  }
+
+  function setStatus(card, status) {
+    const badge = $(".status", card.node);
+    badge.textContent = status;
+    badge.dataset.status = status;
+  }
+
+  function showError(card, message) {
+    const error = $(".error", card.node);
+    error.textContent = message;
+    error.hidden = !message;
+  }
+
+  function update(card, job) {
+    setStatus(card, job.status);
+    const total = job.pages_total || 0;
+    const progress = $(".progress", card.node);
+    progress.max = Math.max(total, 1);
+    progress.value = job.pages_done || 0;
+    const failed = job.pages_failed ? `, ${job.pages_failed} failed` : "";
+    $(".count", card.node).textContent = total ? `${job.pages_done} / ${total} pages${failed}` : "counting pages…";
+  }
+
+  async function submit(file) {
+    const card = makeCard(file);
+    const form = new FormData();
+    form.append("file", file);
+    form.append("priority", $("#priority").value);
+    const pages = $("#pages").value.trim();
+    if (pages) form.append("pages", pages);
+    try {
+      const response = await api("/jobs", { method: "POST", body: form });
+      if (response.status !== 202) throw new ApiError(`Not accepted (${response.status}): ${await detail(response)}`);
+      const job = await response.json();
+      card.jobId = job.id;
+      update(card, job);
+      poll(card);
+    } catch (err) {
+      setStatus(card, "not sent");
+      showError(card, err.message);
+    }
+  }
+
+  async function poll(card) {
+    let wait = POLL_MS;
+    try {
+      const response = await api(`/jobs/${card.jobId}`);
+      if (!response.ok) throw new ApiError(`Could not read the job (${response.status}): ${await detail(response)}`);
+      const job = await response.json();
+      showError(card, "");
+      update(card, job);
+      if (TERMINAL.has(job.status)) return finish(card, job);
+    } catch (err) {
+      if (err.retryAfter === undefined) return showError(card, err.message);
+      showError(card, err.message);
+      wait = err.retryAfter * 1000;
+    }
+    setTimeout(() => poll(card), wait);
+  }
+
+  async function finish(card, job) {
+    const result = $(".result", card.node);
+    result.setAttribute("aria-busy", "false");
+    if (job.status !== "succeeded") {
+      const reasons = (job.page_errors || []).map((e) => `page ${e.page}: ${e.error}`).join("; ");
+      result.textContent = job.status === "canceled" ? "The job was canceled." : "No text could be read.";
+      return showError(card, [job.error, reasons].filter(Boolean).join(" ") || `The job ${job.status}.`);
+    }
+    try {
+      const response = await api(`/jobs/${card.jobId}/result?format=markdown`);
+      if (!response.ok) throw new ApiError(`Could not fetch the text (${response.status}): ${await detail(response)}`);
+      result.innerHTML = window.ocrqMarkdown.render(await response.text());
+      for (const button of card.node.querySelectorAll(".downloads button")) button.disabled = false;
+      if (job.pages_failed) showError(card, `${job.pages_failed} page(s) could not be read; see the text.`);
+    } catch (err) {
+      showError(card, err.message);
+    }
+  }
+
+  async function download(card, format) {
+    try {
+      const response = await api(`/jobs/${card.jobId}/result?format=${encodeURIComponent(format)}`);
+      if (!response.ok) throw new ApiError(`Download failed (${response.status}): ${await detail(response)}`);
+      const url = URL.createObjectURL(await response.blob());
+      const link = document.createElement("a");
+      link.href = url;
+      link.download = `${card.stem}.${EXTENSIONS[format]}`;
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    } catch (err) {
+      showError(card, err.message);
+    }
+  }
+
+  function addFiles(files) {
+    if (!files.length) return;
+    if (!keyInput.value.trim()) {
+      showNotice("Paste an API key first (ocrq serve prints one and saves it to ~/.ocrq/api_key).");
+      keyInput.focus();
+      return;
+    }
+    showNotice("");
+    for (const file of files) submit(file);
+  }
+
+  const input = $("#files");
+  input.addEventListener("change", () => {
+    addFiles([...input.files]);
+    input.value = "";
+  });
+
+  const zone = $("#drop-zone");
+  // A file dropped beside the zone would otherwise make the browser leave the page to open it.
+  for (const type of ["dragover", "drop"]) window.addEventListener(type, (event) => event.preventDefault());
+  zone.addEventListener("dragover", () => zone.classList.add("over"));
+  zone.addEventListener("dragleave", () => zone.classList.remove("over"));
+  zone.addEventListener("drop", (event) => {
+    zone.classList.remove("over");
+    addFiles([...event.dataTransfer.files]);
+  });
+})();

@@ -1,0 +1,134 @@
+"""The web page at / in real headless Chromium, against `ocrq serve` on the embedded default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.stack import ROOT
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = ROOT / ".artifacts"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium", pytrace=False)
+    with sync_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
+            headless=True, viewport={"width": 1280, "height": 900}, accept_downloads=True,
+        )
+        yield context
+        context.close()
+
+
+@pytest.fixture()
+def page(browser, embedded_server):
+    page = browser.new_page()
+    page.goto(embedded_server.url + "/")
+    yield page
+    page.close()
+
+
+def test_upload_a_scan_and_read_its_text(page, embedded_server, samples):
+    page.get_by_label("API key").fill(embedded_server.key)
+    page.get_by_label("choose files").set_input_files(str(samples / "linn.png"))
+
+    result = page.get_by_label("Text of linn.png", exact=True)
+    result.get_by_text("LinnSequencer").first.wait_for(timeout=120_000)
+    assert "LinnSequencer" in result.inner_text()
+    assert page.locator(".status").inner_text() == "succeeded"
+    progress = page.get_by_label("Pages read of linn.png")
+    assert progress.evaluate("p => [p.value, p.max]") == [1, 1]
+    assert page.locator(".count").inner_text() == "1 / 1 pages"
+    # The page image beside the text is the uploaded file, decoded by the browser.
+    assert page.get_by_alt_text("Page image of linn.png").evaluate("img => img.naturalWidth") > 500
+
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download text of linn.png").click()
+    assert download.value.suggested_filename == "linn.txt"
+    assert "LinnSequencer" in Path(download.value.path()).read_text()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download JSON of linn.png").click()
+    assert '"pages"' in Path(download.value.path()).read_text()
+
+    storage = page.evaluate("() => [sessionStorage.getItem('ocrq.apiKey'), localStorage.length, document.cookie]")
+    assert storage == [embedded_server.key, 0, ""]
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "web.png"), full_page=True)
+
+
+def test_a_refused_key_is_explained(page, samples):
+    page.get_by_label("API key").fill("ocrq_not_a_key")
+    page.get_by_label("choose files").set_input_files(str(samples / "linn.png"))
+    error = page.locator(".job .error")
+    error.wait_for(timeout=10_000)
+    assert "API key was refused" in error.inner_text()
+
+
+def test_without_a_key_nothing_is_sent(page, samples):
+    page.get_by_label("choose files").set_input_files(str(samples / "linn.png"))
+    assert "Paste an API key" in page.get_by_role("alert").first.inner_text()
+    assert page.locator(".job").count() == 0
+
+
+HOSTILE = """# Title <script>alert(1)</script>
+<img src=x onerror="alert(2)"> and <b onclick="x()">bold?</b>
+[click](javascript:alert(3)) [ok](https://example.org/?a=1&b="2") ![pic](https://example.org/p.png)
+<table onclick="x()"><tr><td colspan="2" style="color:red">cell</td></tr></table>
+<iframe src="https://example.org"></iframe><svg onload=alert(4)>
+**strong** *em* `<code>` ~~gone~~
+
+<!-- ocrq:page 2 -->
+| a | b |
+|---|---|
+| 1 | <i>2</i> |
+
+<!-- ocrq:page 3 failed: engine <busy> -->
+"""
+
+
+def test_the_markdown_renderer_only_emits_its_own_tags(page):
+    report = page.evaluate("""text => {
+        const box = document.createElement('div');
+        box.innerHTML = window.ocrqMarkdown.render(text);
+        const all = [...box.querySelectorAll('*')];
+        return {
+            tags: [...new Set(all.map(e => e.tagName.toLowerCase()))].sort(),
+            attrs: [...new Set(all.flatMap(e => [...e.attributes].map(a => a.name)))].sort(),
+            hrefs: [...box.querySelectorAll('a')].map(a => a.getAttribute('href')),
+            td: [...box.querySelectorAll('td')].map(td => [td.getAttribute('colspan'), td.textContent]),
+            text: box.textContent,
+            h1: box.querySelector('h1').textContent,
+        };
+    }""", HOSTILE)
+    assert set(report["tags"]) <= {"h1", "p", "a", "strong", "em", "code", "del", "div", "table", "thead", "tbody",
+                                   "tr", "th", "td"}
+    assert set(report["attrs"]) <= {"href", "rel", "target", "class", "colspan"}
+    assert report["hrefs"] == ['https://example.org/?a=1&b="2"', "https://example.org/p.png"]
+    assert report["h1"] == "Title <script>alert(1)</script>"
+    assert ["2", "cell"] in report["td"] and [None, "<i>2</i>"] in report["td"]
+    assert "onclick" not in report["text"] and "style" not in report["text"]  # dropped, not shown
+    assert "<img src=x onerror" in report["text"] and "Page 2" in report["text"]
+    assert "Page 3 could not be read: engine <busy>" in report["text"]
+
+
+def test_every_control_has_a_label_and_the_page_sets_a_csp(page, embedded_server):
+    unnamed = page.evaluate("""() => [...document.querySelectorAll('input, select, button')]
+        .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim())
+        .map(e => e.outerHTML)""")
+    assert unnamed == []
+    assert page.evaluate("document.documentElement.lang") == "en"
+    response = httpx.get(embedded_server.url + "/")
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    assert httpx.get(embedded_server.url + "/static/markdown.js").headers["content-type"].startswith(
+        ("text/javascript", "application/javascript"))
+

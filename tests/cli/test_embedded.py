@@ -1,0 +1,56 @@
+"""The embedded default end to end: `ocrq serve`, then `ocrq submit --wait`, with no server on the machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+
+from tests.support.embedded import ROOT, EmbeddedServer
+from tests.support.text import word_recall
+
+
+def test_serve_then_submit_and_poll(tmp_path, samples):
+    home = tmp_path / "home"
+    with EmbeddedServer(home) as server:
+        assert "Your API key" in server.log.read_text()
+        headers = {"Authorization": f"Bearer {server.key}"}
+        assert (home / "ocrq.db").exists() and (home / "storage").is_dir()
+
+        with (samples / "linn.png").open("rb") as body:
+            response = httpx.post(f"{server.url}/jobs", headers=headers, files={"file": ("linn.png", body)})
+        assert response.status_code == 202, response.text
+        job_id = response.json()["id"]
+        deadline = time.monotonic() + 120
+        while (job := httpx.get(f"{server.url}/jobs/{job_id}", headers=headers).json())["status"] not in (
+                "succeeded", "failed") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert job["status"] == "succeeded", job
+        text = httpx.get(f"{server.url}/jobs/{job_id}/result", headers=headers).text
+        assert word_recall((samples / "linn.txt").read_text(), text) > 0.9
+
+        readyz = httpx.get(f"{server.url}/readyz").json()
+        assert readyz["checks"] == {"database": "ok", "broker": "ok", "storage": "ok", "engine": "ok"}
+
+        cli = subprocess.run(
+            [sys.executable, "-m", "cli.main", "submit", str(samples / "typewriter.png"), "--wait",
+             "--output", "text"],
+            cwd=ROOT, env=server.env | {"OCRQ_URL": server.url}, capture_output=True, text=True, timeout=180,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert len(cli.stdout.split()) > 20
+        assert "pages" in cli.stderr  # the progress bar
+
+
+def test_cli_reports_an_unreachable_server_and_a_wrong_key(tmp_path, samples):
+    env = {"OCRQ_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    args = [sys.executable, "-m", "cli.main", "submit", str(samples / "linn.png")]
+    gone = subprocess.run(args + ["--url", "http://127.0.0.1:9"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert gone.returncode == 2 and "cannot reach ocrq" in gone.stderr
+    with EmbeddedServer(tmp_path / "home") as server:
+        wrong = subprocess.run(args + ["--url", server.url, "--key", "ocrq_wrong"], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "API key was refused" in wrong.stderr

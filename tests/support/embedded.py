@@ -1,0 +1,66 @@
+"""`ocrq serve` as a subprocess on the embedded default, for end-to-end tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EmbeddedServer:
+    """Starts `ocrq serve` with a fresh OCRQ_HOME and nothing else configured."""
+
+    def __init__(self, home: Path, *, extra_env: dict[str, str] | None = None) -> None:
+        self.home, self.port = home, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OCRQ_")}
+        self.env = env | {"OCRQ_HOME": str(home)} | (extra_env or {})
+        self.log = home.parent / f"{home.name}-serve.log"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> EmbeddedServer:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "serve", "--port", str(self.port)], cwd=ROOT, env=self.env,
+            stdout=self.log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"ocrq serve exited:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200 and b" ready." in self.log.read_bytes():
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"ocrq serve not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
+
+    @property
+    def key(self) -> str:
+        return (self.home / "api_key").read_text().strip()
+
+    def __exit__(self, *exc) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)

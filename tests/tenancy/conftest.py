@@ -1,0 +1,33 @@
+"""A stack for tenancy tests: results always in S3 (so presigned links and retention have objects to
+act on), at most one running page per tenant, and a worker with two processes to show that cap."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import KEY_A, KEY_B, make_settings
+from tests.support.stack import Stack
+
+
+@pytest.fixture(scope="session")
+def tenancy_settings(tmp_path_factory, pg_url, redis_url, s3):
+    return make_settings(home=tmp_path_factory.mktemp("tenancy"), pg_url=pg_url, redis_url=redis_url, s3=s3,
+                         storage_url="s3://ocrq-test/tenancy", inline_result_bytes=1,
+                         tenant_max_running_pages=1, tenant_defer_s=0.2)
+
+
+@pytest.fixture(scope="session")
+def tenancy_stack(tenancy_settings, tmp_path_factory):
+    with Stack(tenancy_settings, logs=tmp_path_factory.mktemp("tenancy-logs")) as running:
+        running.start_worker("--concurrency", "2")
+        yield running
+
+
+@pytest.fixture()
+def tenant_a(tenancy_stack):
+    return tenancy_stack.client(KEY_A)
+
+
+@pytest.fixture()
+def tenant_b(tenancy_stack):
+    return tenancy_stack.client(KEY_B)

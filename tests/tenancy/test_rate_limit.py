@@ -1,0 +1,85 @@
+"""Requests per second per tenant: 429 with Retry-After, kept in Redis and shared by every API process."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import redis
+
+from common.rate_limit import LocalRateLimiter, NoLimit, RedisRateLimiter, make_rate_limiter
+from common.settings import Settings
+from tests.conftest import KEY_A, KEY_B, make_settings
+from tests.support.stack import Stack
+
+RPS, BURST = 1.0, 3
+MISSING = "/jobs/0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory, pg_url, redis_url, s3):
+    """Two API instances (no worker) with one limit, as two processes behind a load balancer would be."""
+    settings = make_settings(home=tmp_path_factory.mktemp("limited"), pg_url=pg_url, redis_url=redis_url, s3=s3,
+                             rate_limit_rps=RPS, rate_limit_burst=BURST)
+    logs = tmp_path_factory.mktemp("limited-logs")
+    with Stack(settings, logs=logs) as first, Stack(settings, logs=logs) as second:
+        yield first, second
+
+
+def exhaust(client) -> tuple[int, object]:
+    """Send requests until one is refused; returns how many went through and the refusal."""
+    for sent in range(BURST + 3):
+        response = client.get(MISSING)
+        if response.status_code == 429:
+            return sent, response
+        assert response.status_code == 404, response.text
+    raise AssertionError(f"no 429 after {BURST + 3} requests at a limit of {RPS}/s with a burst of {BURST}")
+
+
+def test_over_the_limit_is_429_with_retry_after_then_requests_pass_again(limited):
+    first, second = limited
+    client = first.client(KEY_A)
+    passed, refused = exhaust(client)
+    assert passed >= BURST - 1  # the burst, less any token a slow request let refill
+    retry_after = refused.headers["retry-after"]
+    assert retry_after.isdigit() and 1 <= int(retry_after) <= 2
+    assert refused.json()["detail"]
+
+    assert second.client(KEY_A).get(MISSING).status_code == 429  # another API process sees the same bucket
+    assert first.client(KEY_B).get(MISSING).status_code == 404  # another tenant has its own
+
+    time.sleep(int(retry_after))
+    assert client.get(MISSING).status_code == 404
+
+
+def test_the_bucket_lives_in_redis(limited, redis_url):
+    first, _ = limited
+    first.client(KEY_A).get(MISSING)
+    key = f"{first.settings.broker_key_prefix}ocrq:ratelimit:tenant-a"
+    assert redis.Redis.from_url(redis_url).pttl(key) > 0
+
+
+def test_redis_out_of_reach_lets_requests_through():
+    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5, socket_timeout=0.5)
+    limiter = RedisRateLimiter(dead, rps=1, burst=1)
+    assert all(limiter.hit("t").allowed for _ in range(3))
+
+
+def test_the_embedded_default_limits_in_process(tmp_path):
+    embedded = Settings(home=tmp_path, rate_limit_rps=1, rate_limit_burst=2)
+    limiter = make_rate_limiter(embedded)
+    assert isinstance(limiter, LocalRateLimiter)
+    decisions = [limiter.hit("t") for _ in range(3)]
+    assert [d.allowed for d in decisions] == [True, True, False]
+    assert 0 < decisions[-1].retry_after_s <= 1
+    assert limiter.hit("other").allowed
+    assert isinstance(make_rate_limiter(Settings(home=tmp_path, rate_limit_rps=0)), NoLimit)
+
+
+def test_a_redis_broker_gets_the_redis_limiter(tmp_path, redis_url):
+    limiter = make_rate_limiter(Settings(home=tmp_path, broker_url=redis_url, broker_key_prefix=uuid.uuid4().hex))
+    try:
+        assert isinstance(limiter, RedisRateLimiter)
+    finally:
+        limiter.close()

@@ -1,0 +1,46 @@
+"""A webhook worker killed with SIGKILL mid-delivery: the receiver still ends with the event exactly once."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.support.webhook_receiver import slow
+from tests.webhooks.conftest import TIMEOUT_S, WORKER_ENV, finished_job, new_path, notify, wait_for_deliveries
+from worker import webhook_sweeper
+from worker.celeryconfig import WEBHOOK_QUEUE
+from worker.context import WorkerContext
+
+
+def test_killed_worker_mid_delivery_still_delivers_exactly_once(stack, client, receiver):
+    doomed = stack.start_worker("--queues", WEBHOOK_QUEUE, extra_env=WORKER_ENV)
+    path = new_path()
+    # The receiver takes longer than the kill below, yet less than the request timeout.
+    job_id = finished_job(stack, url=receiver.plan(path, slow(TIMEOUT_S - 0.3)))
+    notify(stack, job_id)
+    assert receiver.wait_for(path, 1, timeout=30), "the doomed worker never sent"
+    doomed.kill()
+
+    (stuck,) = client.get(f"/jobs/{job_id}/webhooks").json()["deliveries"]
+    assert stuck["status"] == "pending" and [a["outcome"] for a in stuck["attempts"]] == ["sending"]
+
+    survivor = stack.start_worker("--queues", WEBHOOK_QUEUE, extra_env=WORKER_ENV)
+    ctx = WorkerContext(app=stack.services.celery, settings=stack.settings)
+    try:
+        # What the beat entry does every 10 s: once the dead worker's lease runs out, publish the delivery again.
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            webhook_sweeper.republish_due(ctx)
+            (delivery,) = client.get(f"/jobs/{job_id}/webhooks").json()["deliveries"]
+            if delivery["status"] != "pending":
+                break
+            time.sleep(0.5)
+    finally:
+        ctx.close()
+        survivor.stop()
+
+    assert delivery["status"] == "delivered", delivery
+    assert [(a["outcome"], a["status_code"]) for a in delivery["attempts"]] == [("lost", None), ("delivered", 204)]
+    first, second = receiver.to(path)
+    assert first.headers["webhook-id"] == second.headers["webhook-id"] == delivery["webhook_id"]
+    assert sum(json.loads(body)["data"]["id"] == job_id for body in receiver.dedupe.values()) == 1

@@ -1,0 +1,52 @@
+"""`_manifest.jsonl`: one line per listed object, streamed from the database through a temporary file."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+
+from sqlalchemy import select
+
+from common.batch_objects import manifest_key, relative_key
+from common.models import Batch, BatchItem
+from worker.context import WorkerContext
+
+CHUNK = 5000
+
+
+def manifest_line(item: BatchItem, *, batch: Batch) -> dict:
+    return {
+        "key": item.key,
+        "relative_key": relative_key(item.key, prefix=batch.input_prefix),
+        "status": item.status,
+        "pages": item.pages,
+        "error": item.error,
+        "result_key": item.result_key,
+        "reason": item.reason,
+        "etag": item.etag,
+        "size": item.size,
+        "job_id": item.job_id,
+    }
+
+
+def write_manifest(ctx: WorkerContext, *, batch: Batch) -> str:
+    """Every item of the batch in listing (key) order, a chunk at a time; returns the manifest's s3:// URI."""
+    key = manifest_key(batch.output_prefix)
+    with tempfile.TemporaryFile() as spool:
+        last_id = 0
+        while True:
+            with ctx.db.session() as session:
+                items = list(session.scalars(
+                    select(BatchItem).where(BatchItem.batch_id == batch.id, BatchItem.id > last_id)
+                    .order_by(BatchItem.id).limit(CHUNK)
+                ))
+            if not items:
+                break
+            for item in items:
+                spool.write(json.dumps(manifest_line(item, batch=batch), ensure_ascii=False).encode() + b"\n")
+            last_id = items[-1].id
+        spool.seek(0)
+        ctx.s3_for(batch.source_profile).upload_fileobj(
+            spool, batch.output_bucket, key, ExtraArgs={"ContentType": "application/x-ndjson"}
+        )
+    return f"s3://{batch.output_bucket}/{key}"

@@ -1,0 +1,110 @@
+"""What a worker measures about the pages it processes, and how it serves those metrics.
+
+Celery's prefork pool does the work in child processes, so the worker uses Prometheus' multiprocess
+mode: each child writes its counters and histograms to files in a folder of this worker's own
+(OCRQ_METRICS_DIR/<host>-<pid>), and the worker's main process serves them merged on
+OCRQ_WORKER_METRICS_PORT. The API's /metrics merges the folders of every worker on its host.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+from pathlib import Path
+
+from celery import Celery
+from celery.signals import worker_ready
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from common.settings import Settings
+from worker.engines.base import EngineError
+
+log = logging.getLogger("ocrq.metrics")
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+QUEUE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+ENGINE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
+
+
+class WorkerMetrics:
+    """The counters and histograms one worker process observes, in a registry of its own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.queue_seconds = Histogram(
+            "ocrq_page_queue_seconds", "Time a page waited from being queued until a worker took it.",
+            ["lane"], buckets=QUEUE_BUCKETS, registry=self.registry)
+        self.engine_seconds = Histogram(
+            "ocrq_page_engine_seconds", "Time the engine took to read one page (successful reads).",
+            ["engine"], buckets=ENGINE_BUCKETS, registry=self.registry)
+        self.pages = Counter(
+            "ocrq_pages_processed", "Pages a worker finished (succeeded, failed) or put back for a retry.",
+            ["outcome"], registry=self.registry)
+        self.engine_errors = Counter(
+            "ocrq_engine_errors", "Pages the engine could not read, by kind (overloaded, oom, timeout, ...).",
+            ["kind"], registry=self.registry)
+
+    def page_taken(self, *, lane: str, enqueued_at, started_at) -> None:
+        if enqueued_at is not None and started_at is not None:
+            self.queue_seconds.labels(lane=lane).observe(max(0.0, (started_at - enqueued_at).total_seconds()))
+
+    def page_read(self, *, engine: str, seconds: float, result) -> None:
+        """One engine call for one page: its time if it read the page, its kind if it failed."""
+        if isinstance(result, EngineError):
+            self.engine_errors.labels(kind=result.kind).inc()
+        else:
+            self.engine_seconds.labels(engine=engine).observe(seconds)
+
+    def page_done(self, outcome: str) -> None:
+        self.pages.labels(outcome=outcome).inc()
+
+
+def worker_metrics_dir(settings: Settings) -> Path:
+    return settings.resolved_metrics_dir / f"{socket.gethostname()}-{os.getpid()}"
+
+
+def prepare_multiprocess(settings: Settings) -> Path:
+    """Give this worker (and the children it forks) an empty metrics folder; call before any metric exists.
+
+    Folders that workers on this host left behind when they died are removed.
+    """
+    root, own = settings.resolved_metrics_dir, worker_metrics_dir(settings)
+    root.mkdir(parents=True, exist_ok=True)
+    host = socket.gethostname()
+    for folder in root.glob(f"{host}-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if folder == own or (pid.isdigit() and not _alive(int(pid))):
+            shutil.rmtree(folder, ignore_errors=True)
+    own.mkdir()
+    os.environ[MULTIPROC_ENV] = str(own)
+    from prometheus_client import values
+
+    if values.ValueClass is values.MutexValue:  # prometheus_client was imported before the variable was set
+        values.ValueClass = values.get_value_class()
+    return own
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def serve_when_ready(app: Celery, settings: Settings, folder: Path) -> None:
+    """Serve the merged metrics of this worker's processes on OCRQ_WORKER_METRICS_PORT once it is ready."""
+    if not settings.worker_metrics_port:
+        return
+
+    @worker_ready.connect(sender=None, weak=False)
+    def _serve(**_kwargs) -> None:
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=str(folder))
+        start_http_server(settings.worker_metrics_port, addr=settings.worker_metrics_host, registry=registry)
+        log.info("worker metrics on http://%s:%d/metrics", settings.worker_metrics_host,
+                 settings.worker_metrics_port)
