@@ -109,6 +109,35 @@ def submit(
 
 
 @app.command()
+def ingest(
+    input_prefix: Annotated[str, typer.Argument(help="s3://bucket/prefix/ to read every document under.")],
+    out: Annotated[str, typer.Option(help="s3://bucket/prefix/ to write each result under.")],
+    include: Annotated[list[str] | None, typer.Option(help="Only keys matching this pattern (repeatable).")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(help="Skip keys matching this pattern (repeatable).")] = None,
+    output: str = "markdown",
+    priority: str = "bulk",
+    profile: Annotated[str | None, typer.Option(help="A named S3 source profile of the service.")] = None,
+    retry_failed: Annotated[bool, typer.Option(help="Redo objects whose earlier result is a failure.")] = False,
+    wait: bool = False,
+    url: UrlOpt = DEFAULT_URL,
+    key: KeyOpt = None,
+) -> None:
+    """Read every document under an S3 prefix; prints the batch id, and with --wait follows it to the end."""
+    from cli import ingest as ingesting
+    from cli.client import Client, ClientError, default_key
+
+    body = {"input_prefix": input_prefix, "output_prefix": out, "include": include or None,
+            "exclude": exclude or None, "output": output, "priority": priority, "source_profile": profile,
+            "retry_failed": retry_failed}
+    try:
+        ok = ingesting.run(Client(url=url, key=key or default_key()), body=body, wait=wait)
+    except ClientError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    raise typer.Exit(0 if ok else 1)
+
+
+@app.command()
 def status(job_id: str, url: UrlOpt = DEFAULT_URL, key: KeyOpt = None) -> None:
     """Show a job's status as JSON."""
     import json

@@ -18,7 +18,9 @@ CONTEXT_FIELDS = ("job_id", "page", "page_id", "task_id", "task")
 # What bind_job recorded, and the task it was recorded in: a later task in the same process must not inherit it.
 _job_context: ContextVar[tuple[str | None, dict]] = ContextVar("ocrq_job_context", default=(None, {}))
 # Attributes every LogRecord has; anything else on a record came from `extra=` and is worth printing.
-_RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# uvicorn's color_message repeats the message with terminal colours.
+_RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime",
+                                                                                   "color_message"}
 
 
 def _current_task():
@@ -93,7 +95,8 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        fields = record_fields(record)
+        # Structured values (Celery's `data` dict) belong in JSON lines; a terminal gets the scalars.
+        fields = {k: v for k, v in record_fields(record).items() if not isinstance(v, dict | list)}
         if not fields:
             return line
         head, sep, tail = line.partition("\n")

@@ -15,12 +15,17 @@ from common.webhook_signing import new_secret
 
 def get_or_create(session: Session, *, tenant_id: str) -> WebhookSecret:
     """The tenant's secrets, creating the first one if there is none yet."""
-    insert_ignoring_conflicts(
-        session, WebhookSecret, [{"tenant_id": tenant_id, "current": new_secret(), "created_at": utcnow()}],
-        keys=["tenant_id"],
-    )
-    query = select(WebhookSecret).where(WebhookSecret.tenant_id == tenant_id)
-    return session.scalars(query.execution_options(populate_existing=True)).one()
+    query = select(WebhookSecret).where(WebhookSecret.tenant_id == tenant_id).execution_options(
+        populate_existing=True)
+    row = session.scalars(query).one_or_none()
+    if row is None:
+        # Two first uses at once both insert; the loser's row is ignored and both read the winner's.
+        insert_ignoring_conflicts(
+            session, WebhookSecret, [{"tenant_id": tenant_id, "current": new_secret(), "created_at": utcnow()}],
+            keys=["tenant_id"],
+        )
+        row = session.scalars(query).one()
+    return row
 
 
 def rotate(session: Session, *, tenant_id: str, overlap_s: int) -> WebhookSecret:

@@ -42,7 +42,8 @@ def test_upload_a_scan_and_read_its_text(page, embedded_server, samples):
     page.get_by_label("choose files").set_input_files(str(samples / "linn.png"))
 
     result = page.get_by_label("Text of linn.png", exact=True)
-    result.get_by_text("LinnSequencer").first.wait_for(timeout=120_000)
+    # Generous: on 2 busy cores one page has taken 20 s, and the first also loads the models.
+    result.get_by_text("LinnSequencer").first.wait_for(timeout=240_000)
     assert "LinnSequencer" in result.inner_text()
     assert page.locator(".status").inner_text() == "succeeded"
     progress = page.get_by_label("Pages read of linn.png")
@@ -116,7 +117,8 @@ def test_the_markdown_renderer_only_emits_its_own_tags(page):
     assert report["hrefs"] == ['https://example.org/?a=1&b="2"', "https://example.org/p.png"]
     assert report["h1"] == "Title <script>alert(1)</script>"
     assert ["2", "cell"] in report["td"] and [None, "<i>2</i>"] in report["td"]
-    assert "onclick" not in report["text"] and "style" not in report["text"]  # dropped, not shown
+    # The table's own attributes are dropped, not shown; the <b onclick> stays visible text.
+    assert "color:red" not in report["text"] and report["text"].count("onclick") == 1
     assert "<img src=x onerror" in report["text"] and "Page 2" in report["text"]
     assert "Page 3 could not be read: engine <busy>" in report["text"]
 

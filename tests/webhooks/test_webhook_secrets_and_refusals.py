@@ -15,10 +15,6 @@ from tests.conftest import KEY_A, make_settings
 from tests.support.stack import ROOT, Stack, settings_env
 
 
-def _png_upload() -> dict:
-    return {"file": ("a.png", b"\x89PNG\r\n\x1a\n" + b"0" * 64)}
-
-
 def test_cli_prints_and_rotates_a_tenant_secret(stack):
     env = settings_env(stack.settings)
 

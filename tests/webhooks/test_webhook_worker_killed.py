@@ -6,7 +6,7 @@ import json
 import time
 
 from tests.support.webhook_receiver import slow
-from tests.webhooks.conftest import TIMEOUT_S, WORKER_ENV, finished_job, new_path, notify, wait_for_deliveries
+from tests.webhooks.conftest import TIMEOUT_S, WORKER_ENV, finished_job, new_path, notify
 from worker import webhook_sweeper
 from worker.celeryconfig import WEBHOOK_QUEUE
 from worker.context import WorkerContext
