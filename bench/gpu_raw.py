@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Self
 
 import httpx
 from PIL import Image, ImageDraw
@@ -64,13 +65,15 @@ def page_sizes(*, pages: int, mixed: bool, seed: int = 0) -> list[tuple[int, int
     return [rng.choice(MIXED_SIZES) if mixed else PAGE for _ in range(pages)]
 
 
-def payload(*, model: str, url: str, tokens: int, temperature: float = 0.2, force: bool = True) -> dict:
+def payload(
+    *, model: str, url: str, tokens: int, temperature: float = 0.2, top_p: float = 0.9, force: bool = True
+) -> dict:
     body = {
         "model": model,
         "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}],
         "max_tokens": tokens,
         "temperature": temperature,
-        "top_p": 0.9,
+        "top_p": top_p,
     }
     if force:
         body["ignore_eos"] = True
@@ -83,7 +86,7 @@ class GpuMemory:
     def __init__(self, enabled: bool) -> None:
         self.enabled, self.peak_mib, self._stop = enabled, 0, threading.Event()
 
-    def __enter__(self) -> GpuMemory:
+    def __enter__(self) -> Self:
         if self.enabled:
             self._thread = threading.Thread(target=self._poll, daemon=True)
             self._thread.start()
@@ -99,7 +102,7 @@ class GpuMemory:
             try:
                 out = subprocess.run(
                     ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                    capture_output=True, text=True, timeout=10,
+                    capture_output=True, text=True, timeout=10, check=False,
                 ).stdout
                 self.peak_mib = max(self.peak_mib, max(int(v) for v in out.split()))
             except (OSError, ValueError, subprocess.SubprocessError):
@@ -130,7 +133,11 @@ async def run_http(args: argparse.Namespace) -> dict:
     sizes = page_sizes(pages=args.pages, mixed=args.mixed)
     urls = {(s, v): data_url(make_page(s, seed=v)) for s in set(sizes) for v in range(VARIANTS)}
     bodies = [
-        payload(model=args.model, url=urls[(s, i % VARIANTS)], tokens=args.tokens) for i, s in enumerate(sizes)
+        payload(
+            model=args.model, url=urls[(s, i % VARIANTS)], tokens=args.tokens,
+            temperature=args.temperature, top_p=args.top_p,
+        )
+        for i, s in enumerate(sizes)
     ]
     gate = asyncio.Semaphore(args.concurrency)
     limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
@@ -170,6 +177,8 @@ def summarize(mode: str, args: argparse.Namespace, results: list[dict], wall: fl
         "latency_max_s": round(latencies[-1], 2),
         "tokens_forced": args.tokens,
         "mixed": getattr(args, "mixed", False),
+        "temperature": getattr(args, "temperature", 0.2),
+        "top_p": getattr(args, "top_p", 0.9),
         **extra,
     }
 
@@ -270,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=16, help="engine mode: pages per read() call")
     parser.add_argument("--workers", type=int, default=16, help="engine mode: threads calling read()")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--temperature", type=float, default=0.2, help="http mode (LightOn's default 0.2)")
+    parser.add_argument("--top-p", type=float, default=0.9, help="http mode (LightOn's default 0.9)")
     parser.add_argument("--mixed", action="store_true", help="page sizes from business card to A4")
     parser.add_argument("--gpu-memory", action="store_true", help="sample peak GPU memory with nvidia-smi")
     parser.add_argument("--timeout", type=float, default=1800.0)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import httpx
 
 from common.settings import get_settings
+
+RATE_LIMIT_RETRIES = 10
 
 
 class ClientError(Exception):
@@ -36,15 +39,23 @@ class Client:
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
     def request(self, method: str, path: str, **kwargs) -> httpx.Response:
+        for _ in range(RATE_LIMIT_RETRIES):
+            response = self._send(method, path, **kwargs)
+            if response.status_code != 429:
+                break
+            # Over the tenant's requests per second: wait as told, then send again (httpx rewinds file parts).
+            time.sleep(min(float(response.headers.get("retry-after", "1")), 30.0))
+        if response.status_code == 401:
+            raise ClientError("the API key was refused: pass --key or set OCRQ_API_KEY (see `ocrq keys create`)")
+        return response
+
+    def _send(self, method: str, path: str, **kwargs) -> httpx.Response:
         try:
-            response = self.http.request(method, path, **kwargs)
+            return self.http.request(method, path, **kwargs)
         except httpx.ConnectError as exc:
             raise ClientError(f"cannot reach ocrq at {self.url}: is `ocrq serve` (or `ocrq api`) running?") from exc
         except httpx.TimeoutException as exc:
             raise ClientError(f"ocrq at {self.url} did not answer in time") from exc
-        if response.status_code == 401:
-            raise ClientError("the API key was refused: pass --key or set OCRQ_API_KEY (see `ocrq keys create`)")
-        return response
 
     def submit(self, path: Path, *, options: dict) -> dict:
         with path.open("rb") as body:

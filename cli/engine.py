@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import shlex
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,20 +20,20 @@ def engine(
     host: Annotated[str, typer.Option(help="Address the engines listen on.")] = "127.0.0.1",
     engines_per_gpu: Annotated[int, typer.Option(help="Engines (lanes) per GPU, splitting its memory.")] = 1,
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices; default: all.")] = "",
-    served_model_name: Annotated[Optional[str], typer.Option(help="Name clients use; default: --model.")] = None,
-    kv_cache_dtype: Annotated[Optional[str], typer.Option(help="Override: bf16 or fp8.")] = None,
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="Override the profile's share.")] = None,
-    memory_cap_gib: Annotated[Optional[float], typer.Option(help="Behave as on a card of this size.")] = None,
-    max_num_seqs: Annotated[Optional[int], typer.Option(help="Override.")] = None,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option(help="Override.")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option(help="Output cap used to size max_model_len.")] = None,
-    api_server_count: Annotated[Optional[int], typer.Option(help="Override.")] = None,
-    renderer_workers: Annotated[Optional[int], typer.Option(help="Override.")] = None,
-    cuda_graphs: Annotated[Optional[str], typer.Option(help="Override: decode, compiled or off.")] = None,
+    served_model_name: Annotated[str | None, typer.Option(help="Name clients use; default: --model.")] = None,
+    kv_cache_dtype: Annotated[str | None, typer.Option(help="Override: bf16 or fp8.")] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option(help="Override the profile's share.")] = None,
+    memory_cap_gib: Annotated[float | None, typer.Option(help="Behave as on a card of this size.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="Override.")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(help="Override.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Output cap used to size max_model_len.")] = None,
+    api_server_count: Annotated[int | None, typer.Option(help="Override.")] = None,
+    renderer_workers: Annotated[int | None, typer.Option(help="Override.")] = None,
+    cuda_graphs: Annotated[str | None, typer.Option(help="Override: decode, compiled or off.")] = None,
     encoder_plugin: Annotated[bool, typer.Option(help="Per-image encoder attention (ocrq plugin).")] = True,
-    load_format: Annotated[Optional[str], typer.Option(help="vLLM load format, e.g. dummy.")] = None,
+    load_format: Annotated[str | None, typer.Option(help="vLLM load format, e.g. dummy.")] = None,
     cpu_concurrency: Annotated[int, typer.Option(help="cpu backend: pages OCRed at once.")] = 1,
-    log_dir: Annotated[Optional[Path], typer.Option(help="Write each engine's output to DIR/NAME.log.")] = None,
+    log_dir: Annotated[Path | None, typer.Option(help="Write each engine's output to DIR/NAME.log.")] = None,
     ready_timeout_s: Annotated[float, typer.Option(help="Seconds to wait for /v1/models.")] = 900.0,
     dry_run: Annotated[bool, typer.Option(help="Print the commands and exit.")] = False,
 ) -> None:

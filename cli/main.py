@@ -163,6 +163,31 @@ def result(job_id: str, format: str | None = None, url: UrlOpt = DEFAULT_URL, ke
         raise typer.Exit(2) from exc
 
 
+@app.command()
+def bench(
+    sample: Annotated[Path, typer.Argument(help="The document to submit over and over.", exists=True, dir_okay=False)],
+    copies: Annotated[int, typer.Option("--copies", "-n", min=1, help="How many jobs to submit.")] = 10,
+    priority: str = "bulk",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    url: UrlOpt = DEFAULT_URL,
+    key: KeyOpt = None,
+) -> None:
+    """Measure a running server: submit N copies of SAMPLE, wait for all, report pages per second."""
+    import json
+
+    from cli import bench as benchmark
+    from cli.client import Client, ClientError, default_key
+
+    try:
+        report = benchmark.run(Client(url=url, key=key or default_key()), sample=sample, copies=copies,
+                               options={"priority": priority, "output": "text"})
+    except ClientError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(report.as_dict()) if as_json else report.summary())
+    raise typer.Exit(1 if report.jobs_failed or report.pages_failed else 0)
+
+
 @keys_app.command("create")
 def keys_create(tenant: Annotated[str, typer.Option(help="Tenant the key belongs to.")],
                 name: str = "default") -> None:

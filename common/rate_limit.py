@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from common.settings import Settings
 
 log = logging.getLogger("ocrq.rate_limit")
+OUTAGE_PAUSE_S = 5.0
 
 # KEYS[1]: the tenant's theoretical arrival time (ms). ARGV: emission interval (ms), burst tolerance (ms).
 # Returns 0 when allowed, else the milliseconds to wait. Redis's own clock keeps every API process in step.
@@ -58,10 +61,12 @@ class NoLimit:
 
 
 class RedisRateLimiter:
-    """Shared by every API process; when Redis cannot be reached, requests go through (and it is logged)."""
+    """Shared by every API process. When Redis cannot be reached, requests go through (it is logged), and
+    Redis is not asked again for a few seconds, so an outage does not add a timeout to every request."""
 
     def __init__(self, client: redis.Redis, *, rps: float, burst: int, prefix: str = "") -> None:
         self.client, self.prefix = client, prefix
+        self.skip_until = 0.0
         self.interval_ms = 1000.0 / rps
         self.tolerance_ms = self.interval_ms * (burst - 1)
         self.script = client.register_script(GCRA_SCRIPT)
@@ -70,10 +75,13 @@ class RedisRateLimiter:
         return f"{self.prefix}ocrq:ratelimit:{tenant_id}"
 
     def hit(self, tenant_id: str) -> Decision:
+        if time.monotonic() < self.skip_until:
+            return Decision(True)
         try:
             wait_ms = int(self.script(keys=[self.key(tenant_id)], args=[self.interval_ms, self.tolerance_ms]))
         except redis.RedisError as exc:
-            log.warning("rate limiter unavailable, letting the request through: %s", exc)
+            self.skip_until = time.monotonic() + OUTAGE_PAUSE_S
+            log.warning("rate limiter unavailable, letting requests through for %s s: %s", OUTAGE_PAUSE_S, exc)
             return Decision(True)
         return Decision(True) if wait_ms <= 0 else Decision(False, wait_ms / 1000)
 
@@ -109,7 +117,9 @@ def make_rate_limiter(settings: Settings) -> RateLimiter:
         return NoLimit()
     url = settings.resolved_broker_url
     if url.startswith(("redis://", "rediss://")):
-        client = redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
+        # One quick try: a limiter that waits on a dead Redis would slow every request down.
+        client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5,
+                                      retry=Retry(NoBackoff(), 0))
         return RedisRateLimiter(client, rps=settings.rate_limit_rps, burst=settings.rate_limit_burst,
                                 prefix=settings.broker_key_prefix)
     return LocalRateLimiter(rps=settings.rate_limit_rps, burst=settings.rate_limit_burst)

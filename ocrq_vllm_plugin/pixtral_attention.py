@@ -9,14 +9,17 @@ one flash-attention varlen call (cu_seqlens) or, where that is unavailable, one 
 from __future__ import annotations
 
 import functools
-import logging
 import os
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-log = logging.getLogger("ocrq_vllm_plugin")
+
+def _log():
+    from vllm.logger import init_logger
+
+    return init_logger("vllm.ocrq_vllm_plugin")
 
 _MARK = "_ocrq_per_image_attention"
 BACKENDS = ("auto", "flash", "sdpa")
@@ -82,7 +85,7 @@ def _fa_version() -> int | None:
 
 @functools.cache
 def encoder_backend() -> str:
-    """flash (varlen, cu_seqlens) where vLLM's flash attention runs here, else sdpa; OCRQ_ENCODER_ATTENTION overrides."""
+    """flash (varlen, cu_seqlens) where vLLM's flash attention runs, else sdpa; OCRQ_ENCODER_ATTENTION overrides."""
     wanted = os.environ.get("OCRQ_ENCODER_ATTENTION", "auto")
     if wanted not in BACKENDS:
         raise ValueError(f"OCRQ_ENCODER_ATTENTION must be one of {', '.join(BACKENDS)}")
@@ -94,9 +97,9 @@ def encoder_backend() -> str:
 
         version = _fa_version() if current_platform.is_cuda() else None
         chosen = "flash" if version is not None and is_fa_version_supported(version) else "sdpa"
-    except Exception:  # any import or probe failure leaves the always-correct fallback
+    except Exception:  # noqa: BLE001 - any import or probe failure leaves the always-correct fallback
         chosen = "sdpa"
-    log.info("ocrq encoder plugin: per-image attention through %s", chosen)
+    _log().info("ocrq encoder plugin: per-image attention through %s", chosen)
     return chosen
 
 
@@ -157,5 +160,5 @@ def patch_pixtral() -> bool:
     model_cls.forward = vision_forward
     attention_cls.forward = attention_forward
     setattr(model_cls, _MARK, True)
-    log.info("ocrq encoder plugin: PixtralHFVisionModel patched for per-image attention")
+    _log().info("ocrq encoder plugin: PixtralHFVisionModel patched for per-image attention")
     return True

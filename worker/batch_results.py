@@ -86,7 +86,7 @@ def finish_if_done(ctx: WorkerContext, *, batch_id: str) -> str | None:
         final = case((Batch.status == "canceled", "canceled"), (failed, "failed"), else_="completed")
         values = {"status": final, "finished_at": utcnow(), "manifest_key": manifest}
         if error:
-            values["error"] = error
+            values["error"] = "; ".join(filter(None, (batch.error, error)))
         row = session.execute(
             update(Batch).where(Batch.id == batch_id, Batch.finished_at.is_(None)).values(**values)
             .returning(Batch.status)

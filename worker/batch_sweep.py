@@ -13,13 +13,13 @@ from datetime import timedelta
 from sqlalchemy import exists, or_, select, update
 
 from common.job_states import JOB_TERMINAL
+from common.queue_depth import QueueDepths
 from common.models import Batch, BatchItem, Job, Page
 from common.models.base import utcnow
 from worker import dispatch
 from worker.batch_results import finish_if_done, item_finished
 from worker.celeryconfig import LISTING_QUEUE
 from worker.context import WorkerContext
-from worker.sweeper import queue_depth
 
 log = logging.getLogger("ocrq.sweeper")
 BATCH = 500
@@ -44,7 +44,7 @@ def sweep(ctx: WorkerContext) -> dict[str, int]:
             ).limit(BATCH)
         ))
     counts = {"listings": 0, "items": 0, "closed": 0}
-    if listings and queue_depth(ctx.app, LISTING_QUEUE) == 0:
+    if listings and listing_queue_depth(ctx) == 0:
         with ctx.db.session() as session:
             session.execute(update(Batch).where(Batch.id.in_(listings), Batch.status == "listing")
                             .values(updated_at=utcnow()))
@@ -61,3 +61,12 @@ def sweep(ctx: WorkerContext) -> dict[str, int]:
     if any(counts.values()):
         log.warning("batch sweeper acted", extra=counts)
     return counts
+
+
+def listing_queue_depth(ctx: WorkerContext) -> int:
+    """Listing tasks waiting in the broker, read from the queue's lists (a passive declare fails on an empty one)."""
+    depths = QueueDepths(ctx.settings, known=[LISTING_QUEUE])
+    try:
+        return depths.read().get(LISTING_QUEUE, 0)
+    finally:
+        depths.close()

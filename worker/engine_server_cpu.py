@@ -78,7 +78,7 @@ class RequestLog:
     max_in_flight: int = 0
 
     def start(self) -> dict:
-        entry = {"start": time.monotonic(), "end": None, "status": None}
+        entry = {"start": time.monotonic(), "end": None, "status": None, "temperature": None}
         self.entries.append(entry)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -194,7 +194,7 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict:
-        return {"ok": True}
+        return {"ok": True, "pid": os.getpid()}
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -206,15 +206,19 @@ def create_app(
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         entry = app.state.requests.start()
-        response = await _chat(request)
-        app.state.requests.finish(entry, response.status_code)
-        return response
-
-    async def _chat(request: Request) -> JSONResponse:
         try:
             body = await request.json()
         except ValueError:
-            return _error(400, "body is not JSON", "BadRequestError")
+            body = None
+        if isinstance(body, dict):
+            entry["temperature"] = body.get("temperature")
+            response = await _chat(body)
+        else:
+            response = _error(400, "body is not a JSON object", "BadRequestError")
+        app.state.requests.finish(entry, response.status_code)
+        return response
+
+    async def _chat(body: dict) -> JSONResponse:
         if body.get("model") != served_model_name:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 4096)

@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -96,12 +96,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def serve_when_ready(app: Celery, settings: Settings, folder: Path) -> None:
-    """Serve the merged metrics of this worker's processes on OCRQ_WORKER_METRICS_PORT once it is ready."""
+def install(app: Celery, settings: Settings) -> None:
+    """Multiprocess mode for this worker, its port once it is ready, and its folder removed when it stops.
+
+    Call in the worker's main process before it forks and before any metric exists.
+    """
+    folder = prepare_multiprocess(settings)
+
+    @worker_shutdown.connect(weak=False)
+    def _forget(**_kwargs) -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+
     if not settings.worker_metrics_port:
         return
 
-    @worker_ready.connect(sender=None, weak=False)
+    @worker_ready.connect(weak=False)
     def _serve(**_kwargs) -> None:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=str(folder))

@@ -13,13 +13,11 @@ from worker.context import context_of
 
 
 def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int, beat: bool, pool: str) -> None:
+    import worker.tasks  # noqa: F401  (registers the tasks)
     from worker import metrics
 
-    metrics_folder = metrics.prepare_multiprocess(settings)  # before any metric exists in this process tree
-    import worker.tasks  # noqa: F401  (registers the tasks)
-
     app = create_celery(settings)
-    metrics.serve_when_ready(app, settings, metrics_folder)
+    metrics.install(app, settings)
     # The CLI configured logging (JSON or text) already; a receiver here stops Celery from replacing it.
     setup_logging.connect(lambda **_kwargs: None, weak=False)
 

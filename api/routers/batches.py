@@ -21,7 +21,7 @@ def links(request: Request, batch: Batch) -> BatchLinks:
 
 
 @router.post("", status_code=202, response_model=BatchAccepted,
-             responses={401: {}, 409: {}, 422: {}, 429: {}, 503: {}})
+             responses={400: {}, 401: {}, 409: {}, 422: {}, 429: {}, 503: {}})
 def create_batch(body: BatchCreate, request: Request, svc: ServicesDep, tenant: TenantDep,
                  idempotency_key: IdempotencyKeyHeader = None) -> Response:
     """Read every document under `input_prefix`; each result is written under `output_prefix`."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -78,6 +78,8 @@ def _check_s3(call, *, field: str) -> None:
         call()
     except ClientError as exc:
         raise Rejected(422, f"{field} cannot be read: {describe_s3_error(exc)}", code="s3_unreadable") from exc
+    except ParamValidationError as exc:  # a bucket name S3 does not allow: the request is wrong, not the endpoint
+        raise Rejected(422, f"{field} is not a valid S3 location: {exc}", code="invalid_prefix") from exc
     except BotoCoreError as exc:
         raise Rejected(503, f"the S3 endpoint did not answer: {exc.__class__.__name__}", code="s3_unavailable") from exc
 

@@ -116,6 +116,14 @@ step_16gb() {
   unserve
 }
 
+step_diag() {  # where the time goes: one API server (vLLM logs its throughput then), sampling, page count
+  serve_or_safe diag-fp8-1api --profile h200 --kv-cache-dtype fp8 --api-server-count 1 || return
+  bench 120 http diag-fp8-1api --pages 256 --tokens 1000
+  bench 120 http diag-fp8-1api-greedy --pages 256 --tokens 1000 --temperature 0 --top-p 1
+  bench 180 http diag-fp8-1api-512 --pages 512 --tokens 1000
+  unserve
+}
+
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee -a "$run/progress.txt"
 for step in "${@:-model check before after fp8 16gb}"; do
   for s in $step; do "step_$s"; done

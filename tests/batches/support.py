@@ -18,13 +18,14 @@ WORDS = ("alpha", "bravo", "delta", "echo", "golf", "hotel", "india", "kilo", "l
 
 
 def word_for(n: int) -> str:
-    """A word rapidocr reads exactly at 200x60 px, unique per n."""
+    """A word rapidocr reads exactly in word_image, unique per n."""
     return f"{WORDS[n % len(WORDS)]}{n}"
 
 
-def word_image(word: str, *, fmt: str = "PNG", size: tuple[int, int] = (200, 60)) -> bytes:
-    image = Image.new("RGB", size, "white")
-    ImageDraw.Draw(image).text((10, 12), word, font=ImageFont.truetype(FONT_LATIN, 28), fill="black")
+def word_image(word: str, *, fmt: str = "PNG") -> bytes:
+    """The word on a small square: rapidocr scales an image's short side up to 736 px, so square is cheapest."""
+    image = Image.new("RGB", (120, 120), "white")
+    ImageDraw.Draw(image).text((3, 50), word, font=ImageFont.truetype(FONT_LATIN, 18), fill="black")
     buffer = io.BytesIO()
     image.save(buffer, fmt)
     return buffer.getvalue()

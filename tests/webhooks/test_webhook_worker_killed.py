@@ -6,17 +6,22 @@ import json
 import time
 
 from tests.support.webhook_receiver import slow
-from tests.webhooks.conftest import TIMEOUT_S, WORKER_ENV, finished_job, new_path, notify
+from tests.webhooks.conftest import WORKER_ENV, finished_job, new_path, notify
 from worker import webhook_sweeper
 from worker.celeryconfig import WEBHOOK_QUEUE
 from worker.context import WorkerContext
 
+# Long enough that the kill lands while the receiver is still working on a busy machine, short enough
+# that the dead worker's lease (timeout + 5 s) runs out soon.
+TIMEOUT_S = 4.0
+ENV = WORKER_ENV | {"OCRQ_WEBHOOK_TIMEOUT_S": str(TIMEOUT_S)}
+
 
 def test_killed_worker_mid_delivery_still_delivers_exactly_once(stack, client, receiver):
-    doomed = stack.start_worker("--queues", WEBHOOK_QUEUE, extra_env=WORKER_ENV)
+    doomed = stack.start_worker("--queues", WEBHOOK_QUEUE, extra_env=ENV)
     path = new_path()
-    # The receiver takes longer than the kill below, yet less than the request timeout.
-    job_id = finished_job(stack, url=receiver.plan(path, slow(TIMEOUT_S - 0.3)))
+    # The receiver answers after the kill below, yet within the request timeout.
+    job_id = finished_job(stack, url=receiver.plan(path, slow(TIMEOUT_S - 0.5)))
     notify(stack, job_id)
     assert receiver.wait_for(path, 1, timeout=30), "the doomed worker never sent"
     doomed.kill()
@@ -24,7 +29,7 @@ def test_killed_worker_mid_delivery_still_delivers_exactly_once(stack, client, r
     (stuck,) = client.get(f"/jobs/{job_id}/webhooks").json()["deliveries"]
     assert stuck["status"] == "pending" and [a["outcome"] for a in stuck["attempts"]] == ["sending"]
 
-    survivor = stack.start_worker("--queues", WEBHOOK_QUEUE, extra_env=WORKER_ENV)
+    survivor = stack.start_worker("--queues", WEBHOOK_QUEUE, extra_env=ENV)
     ctx = WorkerContext(app=stack.services.celery, settings=stack.settings)
     try:
         # What the beat entry does every 10 s: once the dead worker's lease runs out, publish the delivery again.

@@ -6,11 +6,14 @@ import json
 
 import httpx
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import KEY_A, make_settings
 from tests.support.embedded import free_port
 from tests.support.stack import Stack, wait_for_job
+from worker.engines.base import EngineError, EngineOverloaded, PageText
+from worker.metrics import WorkerMetrics
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +85,16 @@ def test_every_log_line_about_the_job_names_it_its_page_and_task(observed, read_
             assert line["job_id"] == job["id"] and line["page"] == 1, line
     page_read = next(line for line in about_job if line["message"] == "page read")
     assert page_read["task"] == "ocrq.ocr_page" and page_read["level"] == "INFO" and page_read["ts"].endswith("+00:00")
+
+
+def test_engine_errors_are_counted_by_kind_and_only_reads_are_timed():
+    metrics = WorkerMetrics()
+    metrics.page_read(engine="vllm", seconds=9.0, result=EngineOverloaded("HTTP 503", kind="overloaded"))
+    metrics.page_read(engine="vllm", seconds=9.0, result=EngineError("same line 200 times", kind="repetition"))
+    metrics.page_read(engine="vllm", seconds=9.0, result=EngineOverloaded("HTTP 503", kind="overloaded"))
+    metrics.page_read(engine="vllm", seconds=0.5, result=PageText(text="x", engine="vllm", model="m", seconds=0.4))
+    got = samples_of(generate_latest(metrics.registry).decode())
+    assert got[("ocrq_engine_errors_total", (("kind", "overloaded"),))] == 2
+    assert got[("ocrq_engine_errors_total", (("kind", "repetition"),))] == 1
+    assert got[("ocrq_page_engine_seconds_count", (("engine", "vllm"),))] == 1
+    assert got[("ocrq_page_engine_seconds_sum", (("engine", "vllm"),))] == 0.5

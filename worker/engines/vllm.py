@@ -9,6 +9,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Self
 
 import httpx
 from PIL import Image
@@ -52,8 +53,7 @@ def encode_page(image: Image.Image, *, image_format: str = "png") -> str:
 
 def base_url(url: str) -> str:
     """An engine address without a trailing slash or /v1."""
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return url.rstrip("/").removesuffix("/v1")
 
 
 def classify_failure(*, status: int, body: str, url: str) -> EngineError:
@@ -166,7 +166,7 @@ class VllmEngine:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()
 
-    def __enter__(self) -> VllmEngine:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

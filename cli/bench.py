@@ -1,0 +1,69 @@
+"""`ocrq bench`: submit N copies of a sample to a running server and report pages per second."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from cli.client import Client, ClientError
+
+TERMINAL = {"succeeded", "failed", "canceled"}
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    jobs: int
+    pages: int
+    pages_failed: int
+    jobs_failed: int
+    seconds: float
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"pages_per_s": round(self.pages_per_s, 3)}
+
+    def summary(self) -> str:
+        failed = f", {self.pages_failed} page(s) failed" if self.pages_failed else ""
+        return (f"{self.jobs} job(s), {self.pages} page(s) read in {self.seconds:.1f} s: "
+                f"{self.pages_per_s:.2f} pages/s{failed}")
+
+
+def run(client: Client, *, sample: Path, copies: int, options: dict, interval: float = 0.5,
+        timeout: float = 3600.0) -> BenchReport:
+    """Submit every copy, then poll until all have finished; the clock runs from first submit to last finish."""
+    started = time.monotonic()
+    job_ids = [client.submit(sample, options=options)["id"] for _ in range(copies)]
+    states = _wait(client, job_ids, interval=interval, deadline=started + timeout)
+    seconds = time.monotonic() - started
+    done = sum(s["pages_done"] for s in states.values())
+    failed = sum(s["pages_failed"] for s in states.values())
+    return BenchReport(jobs=copies, pages=done - failed, pages_failed=failed, seconds=seconds,
+                       jobs_failed=sum(s["status"] != "succeeded" for s in states.values()))
+
+
+def _wait(client: Client, job_ids: list[str], *, interval: float, deadline: float) -> dict[str, dict]:
+    states: dict[str, dict] = {}
+    pending = list(job_ids)
+    while pending:
+        if time.monotonic() > deadline:
+            raise ClientError(f"{len(pending)} job(s) still unfinished at the time limit")
+        still = []
+        for job_id in pending:
+            response = client.request("GET", f"/jobs/{job_id}")
+            if response.status_code == 429:  # many jobs polled at once can exceed the tenant's rate limit
+                still.append(job_id)
+                time.sleep(float(response.headers.get("Retry-After", interval)))
+                continue
+            if response.status_code != 200:
+                raise ClientError(f"{job_id}: {response.status_code} {response.text[:200]}")
+            states[job_id] = response.json()
+            if states[job_id]["status"] not in TERMINAL:
+                still.append(job_id)
+        pending = still
+        if pending:
+            time.sleep(interval)
+    return states

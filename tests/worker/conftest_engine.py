@@ -1,0 +1,78 @@
+"""Fixtures for the engine tests: the CPU engine server on a loopback port, and rendered text pages.
+
+Imported explicitly by the test modules that use them (tests/conftest.py belongs to the whole suite).
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from worker import engine_launcher
+
+MODEL = "lightonai/LightOnOCR-2-1B"
+DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def render_page(lines: list[str], *, size: tuple[int, int] = (820, 260), font_size: int = 34) -> Image.Image:
+    """A white RGB page with the lines in black, as the worker would hand it to an engine."""
+    font = ImageFont.truetype(str(DEJAVU), font_size) if DEJAVU.exists() else ImageFont.load_default(font_size)
+    image = Image.new("RGB", size, "white")
+    draw = ImageDraw.Draw(image)
+    for i, line in enumerate(lines):
+        draw.text((40, 40 + i * int(font_size * 2)), line, font=font, fill="black")
+    return image
+
+
+@dataclass
+class CpuEngineServer:
+    """A running `ocrq engine --backend cpu` server with its admin (fault injection) endpoints on."""
+
+    url: str
+    model: str
+
+    def faults(self, mode: str, count: int = 1, delay_s: float = 0.0) -> None:
+        spec = {"mode": mode, "count": count, "delay_s": delay_s}
+        httpx.post(f"{self.url}/admin/faults", json=spec).raise_for_status()
+
+    def reset(self) -> None:
+        httpx.delete(f"{self.url}/admin/faults").raise_for_status()
+        httpx.delete(f"{self.url}/admin/requests").raise_for_status()
+
+    def requests(self) -> list[dict]:
+        return sorted(httpx.get(f"{self.url}/admin/requests").json()["requests"], key=lambda r: r["start"])
+
+    def max_in_flight(self) -> int:
+        return httpx.get(f"{self.url}/admin/requests").json()["max_in_flight"]
+
+
+@pytest.fixture(scope="module")
+def cpu_engine_server():
+    """The CPU engine server in its own process, started and stopped through worker.engine_launcher."""
+    (spec,) = engine_launcher.plan_cpu(served_model_name=MODEL, port=free_port(), concurrency=2, admin=True)
+    running = engine_launcher.start(spec)
+    try:
+        if not engine_launcher.wait_ready(running, timeout_s=60):
+            pytest.fail(f"CPU engine server did not start (exit code {running.process.poll()})")
+        yield CpuEngineServer(url=spec.url, model=MODEL)
+    finally:
+        engine_launcher.stop_engine(running, grace_s=10)
+
+
+@pytest.fixture
+def server(cpu_engine_server: CpuEngineServer) -> CpuEngineServer:
+    """The shared server with no fault armed and an empty request log."""
+    cpu_engine_server.reset()
+    yield cpu_engine_server
+    cpu_engine_server.reset()

@@ -1,0 +1,200 @@
+"""Engine profiles, the `vllm serve` command lines built from them, and the launcher that runs engines."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cli.engine import engine as engine_command
+from tests.worker.conftest_engine import free_port
+from worker import engine_launcher
+from worker.engines.profiles import (
+    MAX_IMAGE_TOKENS,
+    PROFILES,
+    capped,
+    get_profile,
+    plugin_env,
+    serve_argv,
+)
+
+LIGHTON_FLAGS = ["--limit-mm-per-prompt", '{"image": 1}', "--mm-processor-cache-gb", "0", "--no-enable-prefix-caching"]
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def contains_run(argv: list[str], run: list[str]) -> bool:
+    return any(argv[i : i + len(run)] == run for i in range(len(argv)))
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profile_applies_lighton_flags_and_sizes(name):
+    profile = get_profile(name)
+    argv = serve_argv(profile, model="/models/lightonocr", port=8123)
+    assert argv[1:5] == ["-m", "vllm.entrypoints.cli.main", "serve", "/models/lightonocr"]
+    assert contains_run(argv, LIGHTON_FLAGS)
+    assert json.loads(flag(argv, "--limit-mm-per-prompt")) == {"image": 1}
+    assert int(flag(argv, "--max-model-len")) >= MAX_IMAGE_TOKENS + profile.max_tokens
+    assert int(flag(argv, "--max-num-batched-tokens")) >= MAX_IMAGE_TOKENS
+    assert float(flag(argv, "--gpu-memory-utilization")) == profile.gpu_memory_utilization
+    assert flag(argv, "--max-num-seqs") == str(profile.max_num_seqs)
+    assert flag(argv, "--api-server-count") == str(profile.api_server_count)
+    assert flag(argv, "--renderer-num-workers") == str(profile.renderer_workers)
+    assert flag(argv, "--kv-cache-dtype") == "auto"
+    assert flag(argv, "--port") == "8123"
+
+
+def test_pair_sizes_grow_with_the_card():
+    assert get_profile("16gb").pair_size == 2
+    assert get_profile("24gb").pair_size > 2
+    assert get_profile("h200").pair_size > get_profile("24gb").pair_size
+
+
+def test_max_model_len_follows_the_output_cap():
+    small, large = get_profile("16gb", max_tokens=1024), get_profile("16gb", max_tokens=8192)
+    assert MAX_IMAGE_TOKENS + 1024 <= small.max_model_len < MAX_IMAGE_TOKENS + 2048
+    assert large.max_model_len >= MAX_IMAGE_TOKENS + 8192
+
+
+def test_fp8_kv_cache_override():
+    argv = serve_argv(get_profile("h200", kv_cache_dtype="fp8"))
+    assert flag(argv, "--kv-cache-dtype") == "fp8"
+
+
+def test_overrides_apply_and_none_keeps_the_profile():
+    profile = get_profile("24gb", max_num_seqs=7, gpu_memory_utilization=None)
+    assert profile.max_num_seqs == 7
+    assert profile.gpu_memory_utilization == PROFILES["24gb"].gpu_memory_utilization
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"kv_cache_dtype": "int4"},
+        {"gpu_memory_utilization": 1.5},
+        {"max_num_seqs": 0},
+        {"max_num_batched_tokens": 1024},
+        {"cuda_graphs": "sometimes"},
+        {"no_such_field": 1},
+    ],
+)
+def test_bad_overrides_are_refused(overrides):
+    with pytest.raises(ValueError):
+        get_profile("h200", **overrides)
+
+
+def test_unknown_profile():
+    with pytest.raises(ValueError, match="h200"):
+        get_profile("tpu")
+
+
+def test_cuda_graph_modes():
+    decode = serve_argv(get_profile("h200"))
+    assert json.loads(flag(decode, "--compilation-config")) == {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
+    assert "--enforce-eager" in serve_argv(get_profile("h200", cuda_graphs="off"))
+    compiled = serve_argv(get_profile("h200", cuda_graphs="compiled"))
+    assert "--compilation-config" not in compiled and "--enforce-eager" not in compiled
+
+
+def test_load_format_and_served_name():
+    argv = serve_argv(
+        get_profile("16gb"), model="/m", served_model_name="lightonai/LightOnOCR-2-1B", load_format="dummy"
+    )
+    assert flag(argv, "--served-model-name") == "lightonai/LightOnOCR-2-1B"
+    assert flag(argv, "--load-format") == "dummy"
+    assert flag(serve_argv(get_profile("16gb"), model="/m"), "--served-model-name") == "/m"
+
+
+def test_memory_cap_scales_the_share():
+    profile = capped(get_profile("16gb"), cap_gib=16, total_gib=140)
+    assert profile.gpu_memory_utilization == pytest.approx(PROFILES["16gb"].gpu_memory_utilization * 16 / 140, abs=1e-4)
+    assert profile.gpu_memory_utilization * 140 <= 16
+    with pytest.raises(ValueError):
+        capped(get_profile("16gb"), cap_gib=200, total_gib=140)
+
+
+def test_encoder_plugin_switch():
+    assert plugin_env(get_profile("h200")) == {"OCRQ_ENCODER_PLUGIN": "1"}
+    assert plugin_env(get_profile("h200", encoder_plugin=False)) == {"OCRQ_ENCODER_PLUGIN": "0"}
+
+
+def test_plan_two_lanes_on_each_of_two_gpus():
+    gpus = [{"index": "0", "memory_gib": 80.0}, {"index": "1", "memory_gib": 80.0}]
+    specs = engine_launcher.plan_vllm(profile=get_profile("a100-80"), gpus=gpus, engines_per_gpu=2, port=9000)
+    assert [s.url for s in specs] == [f"http://127.0.0.1:{9000 + i}" for i in range(4)]
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in specs] == ["0", "0", "1", "1"]
+    shares = {float(flag(s.argv, "--gpu-memory-utilization")) for s in specs}
+    assert shares == {round(PROFILES["a100-80"].gpu_memory_utilization / 2, 4)}
+    assert len({flag(s.argv, "--port") for s in specs}) == 4
+
+
+def test_plan_without_gpu_is_refused():
+    with pytest.raises(RuntimeError, match="cpu"):
+        engine_launcher.plan_vllm(profile=get_profile("h200"), gpus=[])
+
+
+def test_cli_dry_run_prints_the_serve_command():
+    app = typer.Typer()
+    app.command()(engine_command)
+    result = CliRunner().invoke(
+        app, ["--dry-run", "--profile", "16gb", "--gpus", "0", "--kv-cache-dtype", "fp8", "--model", "/m/dir"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "vllm.entrypoints.cli.main serve /m/dir" in result.output
+    assert "--max-num-seqs 16" in result.output and "--kv-cache-dtype fp8" in result.output
+    assert "--no-enable-prefix-caching" in result.output
+
+
+def test_cli_rejects_a_bad_override():
+    app = typer.Typer()
+    app.command()(engine_command)
+    result = CliRunner().invoke(app, ["--dry-run", "--kv-cache-dtype", "int3"])
+    assert result.exit_code != 0
+
+
+@pytest.mark.timeout(180)
+def test_launcher_waits_for_ready_restarts_a_dead_engine_and_stops():
+    specs = engine_launcher.plan_cpu(served_model_name="m", port=free_port())
+    url = specs[0].url
+    stop, ready = threading.Event(), threading.Event()
+    codes: list[int] = []
+
+    def supervise() -> None:
+        codes.append(
+            engine_launcher.supervise(
+                specs, stop=stop, restart_backoff_s=0.2, ready_timeout_s=60, on_ready=lambda _: ready.set()
+            )
+        )
+
+    thread = threading.Thread(target=supervise)
+    thread.start()
+    try:
+        assert ready.wait(60), "engine never became ready"
+        assert engine_launcher.is_ready(url=url, model="m")
+        first_pid = httpx.get(f"{url}/health").json()["pid"]
+        os.kill(first_pid, signal.SIGKILL)
+        deadline, second_pid = time.monotonic() + 90, None
+        while time.monotonic() < deadline:
+            try:
+                second_pid = httpx.get(f"{url}/health", timeout=2).json()["pid"]
+                if second_pid != first_pid:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        assert second_pid is not None and second_pid != first_pid, "dead engine was not restarted"
+    finally:
+        stop.set()
+        thread.join(60)
+    assert codes == [0]
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{url}/health", timeout=2)
