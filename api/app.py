@@ -10,8 +10,7 @@ from api import errors
 from api.body_limit import BodySizeLimit
 from api.metrics import ApiMetrics
 from api.routers import batches, health, jobs
-from api.routers import webhooks
-from api.routers import metrics, web
+from api.routers import metrics, web, webhooks
 from common.db import Database
 from common.rate_limit import make_rate_limiter
 from common.services import keys

@@ -48,7 +48,8 @@ def tiny_png() -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
     header = struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\xff")) + chunk(b"IEND", b"")
+    pixels = zlib.compress(b"\x00\xff")
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
 
 
 def rss_kib(pid: int) -> int:
@@ -99,7 +100,8 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--page-size", type=int, default=1000)
     parser.add_argument("--upload-threads", type=int, default=32)
-    parser.add_argument("--pg-admin", default=os.environ.get("OCRQ_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test"))
+    parser.add_argument("--pg-admin",
+                        default=os.environ.get("OCRQ_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test"))
     parser.add_argument("--redis", default=os.environ.get("OCRQ_TEST_REDIS", "redis://127.0.0.1:6379/0"))
     args = parser.parse_args()
 

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from cli.engine import engine
 from common.settings import get_settings
 
 app = typer.Typer(help="ocrq: an asynchronous OCR job service.", no_args_is_help=True)
@@ -65,13 +66,18 @@ def worker(
     beat: Annotated[bool, typer.Option(help="Also run the periodic sweeper (one per deployment).")] = False,
     pool: Annotated[str, typer.Option(help="prefork (time limits, crash isolation) or solo (one task inline).")]
     = "prefork",
+    gpu: Annotated[bool, typer.Option(help="Read pages through the vLLM engines, in same-size batches.")] = False,
 ) -> None:
     """Run a Celery worker."""
     from worker.run import run_worker
 
     settings = get_settings()
     run_worker(settings, queues=queues.split(",") if queues else None,
-               concurrency=concurrency or settings.worker_concurrency, beat=beat, pool=pool)
+               concurrency=concurrency or settings.worker_concurrency, beat=beat, pool=pool,
+               gpu=gpu)
+
+
+app.command("engine")(engine)
 
 
 @app.command()

@@ -69,3 +69,14 @@ class QueueDepths:
 
 def _glob_escape(text: str) -> str:
     return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
+def depths_of(settings: Settings, queues: Iterable[str]) -> dict[str, int]:
+    """Messages waiting in each of `queues` now (a passive declare would fail on an empty Redis queue)."""
+    queues = list(queues)
+    reader = QueueDepths(settings, known=queues)
+    try:
+        found = reader.read()
+    finally:
+        reader.close()
+    return {queue: found.get(queue, 0) for queue in queues}

@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     engine_temperature: float = 0.2
     engine_top_p: float = 0.9
     engine_pair_size: int = 2
+    # How long a GPU worker waits for a batch to fill before sending what it has.
+    engine_batch_wait_s: float = 0.25
     engine_retries: int = 3
     engine_backoff_s: float = 0.5
     engine_retry_temperature: float = 0.6

@@ -13,9 +13,9 @@ from datetime import timedelta
 from sqlalchemy import exists, or_, select, update
 
 from common.job_states import JOB_TERMINAL
-from common.queue_depth import QueueDepths
 from common.models import Batch, BatchItem, Job, Page
 from common.models.base import utcnow
+from common.queue_depth import depths_of
 from worker import dispatch
 from worker.batch_results import finish_if_done, item_finished
 from worker.celeryconfig import LISTING_QUEUE
@@ -64,9 +64,5 @@ def sweep(ctx: WorkerContext) -> dict[str, int]:
 
 
 def listing_queue_depth(ctx: WorkerContext) -> int:
-    """Listing tasks waiting in the broker, read from the queue's lists (a passive declare fails on an empty one)."""
-    depths = QueueDepths(ctx.settings, known=[LISTING_QUEUE])
-    try:
-        return depths.read().get(LISTING_QUEUE, 0)
-    finally:
-        depths.close()
+    """Listing tasks waiting in the broker."""
+    return depths_of(ctx.settings, [LISTING_QUEUE])[LISTING_QUEUE]

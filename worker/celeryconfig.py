@@ -5,6 +5,7 @@ from __future__ import annotations
 from kombu import Exchange, Queue
 
 from common.settings import Settings
+from worker.buckets import buckets, gpu_worker_queues
 
 CONTROL_QUEUE = "ocrq.control"
 WEBHOOK_QUEUE = "ocrq.webhooks"
@@ -21,6 +22,11 @@ def cpu_worker_queues() -> list[str]:
     # Listing first: each batch listing task is one short page that chains the next, and behind the
     # thousands of prepare tasks the previous page published it would wait minutes.
     return [LISTING_QUEUE, CONTROL_QUEUE, page_queue("interactive"), page_queue("bulk")]
+
+
+def gpu_worker_config(settings: Settings) -> dict:
+    """What a GPU worker changes: it must hold a whole pair (or larger batch) of every bucket to send it together."""
+    return {"worker_prefetch_multiplier": max(1, settings.engine_pair_size) * len(buckets())}
 
 
 def build_config(settings: Settings) -> dict:
@@ -70,7 +76,8 @@ def build_config(settings: Settings) -> dict:
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "task_default_queue": CONTROL_QUEUE,
         # One direct exchange per queue: sharing the default exchange would copy each message to every queue.
-        "task_queues": [Queue(name, Exchange(name), routing_key=name) for name in (*cpu_worker_queues(), WEBHOOK_QUEUE)],
+        "task_queues": [Queue(name, Exchange(name), routing_key=name)
+                        for name in (*cpu_worker_queues(), WEBHOOK_QUEUE, *gpu_worker_queues())],
         "task_create_missing_queues": True,
         # Task events let Flower and the metrics see queue and run times.
         "worker_send_task_events": True,

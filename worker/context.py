@@ -9,6 +9,7 @@ from celery import Celery
 
 from common.db import Database
 from common.documents import Limits
+from common.s3_profiles import profile_client
 from common.settings import Settings
 from common.storage import make_storage, s3_client
 from worker.engines.base import Engine
@@ -38,8 +39,6 @@ class WorkerContext:
         if profile is None:
             return self.s3
         if profile not in self.profile_clients:
-            from common.s3_profiles import profile_client
-
             self.profile_clients[profile] = profile_client(self.settings, profile)
         return self.profile_clients[profile]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import Celery
 
+from worker.buckets import gpu_queue, gpu_task
 from worker.celeryconfig import CONTROL_QUEUE, LISTING_QUEUE, page_queue
 
 PREPARE_JOB = "ocrq.prepare_job"
@@ -16,11 +17,13 @@ def publish_prepare(app: Celery, *, job_id: str) -> None:
     app.send_task(PREPARE_JOB, args=[job_id], queue=CONTROL_QUEUE)
 
 
-def publish_pages(app: Celery, *, page_ids: list[str], lane: str, countdown: float | None = None) -> None:
-    """Send one task per page; with the connection held open, thousands go out quickly."""
+def publish_pages(app: Celery, *, page_ids: list[str], lane: str, countdown: float | None = None,
+                  bucket: str | None = None) -> None:
+    """Send one task per page, to the CPU lane or to a GPU size bucket; one connection for all of them."""
+    task, queue = (gpu_task(bucket), gpu_queue(lane, bucket)) if bucket else (OCR_PAGE, page_queue(lane))
     with app.producer_or_acquire() as producer:
         for page_id in page_ids:
-            app.send_task(OCR_PAGE, args=[page_id], queue=page_queue(lane), producer=producer, countdown=countdown)
+            app.send_task(task, args=[page_id], queue=queue, producer=producer, countdown=countdown)
 
 
 def publish_prepares(app: Celery, *, job_ids: list[str]) -> None:

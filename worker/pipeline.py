@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from sqlalchemy import select, update
 
 from common import job_states
-from common.documents import DocumentRejected, PageRangeError, inspect, parse_page_ranges, render_page
+from common.documents import (DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges,
+                              render_page)
 from common.log_format import bind_job
 from common.models import Job, Page
 from common.models.base import utcnow
@@ -16,10 +18,10 @@ from common.netguard import FetchError
 from common.object_keys import source_key
 from common.sql import insert_ignoring_conflicts
 from common.storage import ObjectMissing
-from worker import dispatch, tenant_cap
+from worker import routing, tenant_cap
 from worker.context import WorkerContext
-from worker.engines.base import EngineError
-from worker.job_events import job_finished
+from worker.engines.base import EngineError, PageText
+from worker.job_events import job_finished, store_large_result
 
 log = logging.getLogger("ocrq.pipeline")
 
@@ -47,10 +49,10 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
             job_finished(ctx, job_id=job_id, status="failed")
         return
     with ctx.db.session() as session:
-        insert_ignoring_conflicts(
-            session, Page, [{"id": f"{job_id[:16]}{i:016x}", "job_id": job_id, "index": i} for i in indices],
-            keys=["job_id", "index"],
-        )
+        # The expected rendered size routes GPU pages to a size bucket; rendering overwrites it.
+        rows = [{"id": f"{job_id[:16]}{i:016x}", "job_id": job_id, "index": i, "width": info.page_sizes[i][0],
+                 "height": info.page_sizes[i][1]} for i in indices]
+        insert_ignoring_conflicts(session, Page, rows, keys=["job_id", "index"])
         session.execute(
             update(Job).where(Job.id == job_id).values(
                 pages_total=len(indices), doc_kind=info.kind, source_key=job.source_key
@@ -58,7 +60,7 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
         )
         page_ids = list(session.scalars(select(Page.id).where(Page.job_id == job_id, Page.status == "queued")))
         session.execute(update(Page).where(Page.id.in_(page_ids)).values(enqueued_at=utcnow()))
-    dispatch.publish_pages(ctx.app, page_ids=page_ids, lane=job.priority)
+    routing.publish_pages(ctx, page_ids=page_ids, lane=job.priority)
     log.info("job split into pages", extra={"pages": len(indices), "published": len(page_ids)})
 
 
@@ -75,38 +77,81 @@ def _fetch_url_source(ctx: WorkerContext, job: Job) -> str:
     return key
 
 
+@dataclass(frozen=True)
+class Claimed:
+    page: Page
+    job: Job
+    attempts: int
+
+
 def process_page(ctx: WorkerContext, *, page_id: str) -> None:
     """Render and read one page, write its result once, and close the job if it was the last."""
+    process_pages(ctx, page_ids=[page_id])
+
+
+def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
+    """Claim, render and read pages together (a same-size batch on the GPU); write each result once."""
+    claimed = [c for page_id in page_ids if (c := _claim(ctx, page_id=page_id))]
+    max_attempts = ctx.settings.page_retries + 1
+    outcomes: dict[str, job_states.PageOutcome] = {}
+    ready: list[tuple[Claimed, RenderedPage]] = []
+    for c in claimed:
+        bind_job(job_id=c.job.id, page=c.page.index + 1, page_id=c.page.id)
+        ctx.metrics.page_taken(lane=c.job.priority, enqueued_at=c.page.enqueued_at, started_at=c.page.started_at)
+        if c.attempts > max_attempts:
+            outcomes[c.page.id] = job_states.PageOutcome(
+                error=f"gave up after {max_attempts} attempts: the worker died or ran out of time on this page")
+            continue
+        try:
+            ready.append((c, render_page(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)))
+        except (DocumentRejected, ObjectMissing, OSError) as exc:
+            outcomes[c.page.id] = job_states.PageOutcome(error=f"page {c.page.index + 1} could not be rendered: {exc}")
+    if ready:
+        started = time.perf_counter()
+        results = ctx.engine.read([rendered.image for _, rendered in ready])
+        elapsed = time.perf_counter() - started
+        for (c, rendered), result in zip(ready, results, strict=True):
+            ctx.metrics.page_read(engine=ctx.engine.name, seconds=getattr(result, "seconds", elapsed), result=result)
+            if isinstance(result, EngineError) and result.retryable and c.attempts < max_attempts:
+                _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts)
+            else:
+                outcomes[c.page.id] = _outcome(result, rendered)
+    for c in claimed:
+        if (outcome := outcomes.get(c.page.id)) is None:
+            continue
+        bind_job(job_id=c.job.id, page=c.page.index + 1, page_id=c.page.id)
+        with ctx.db.session() as session:
+            written = job_states.finish_page(session, page_id=c.page.id, outcome=outcome)
+        if written:
+            page_written(ctx, outcome)
+    for job_id in dict.fromkeys(c.job.id for c in claimed if c.page.id in outcomes):
+        close_job_if_done(ctx, job_id=job_id)
+
+
+def _claim(ctx: WorkerContext, *, page_id: str) -> Claimed | None:
+    """The page, its job and this attempt's number; None if it is not ours to read now."""
     try:
         with ctx.db.session() as session:
             attempts = tenant_cap.claim_page(session, page_id=page_id, settings=ctx.settings)
             if attempts is None:
-                return
+                return None
             page = session.get(Page, page_id)
-            job = session.get(Job, page.job_id)
+            return Claimed(page=page, job=session.get(Job, page.job_id), attempts=attempts)
     except tenant_cap.OverCap as over:
         tenant_cap.defer(ctx, page_id=page_id, lane=over.lane)
-        return
-    bind_job(job_id=job.id, page=page.index + 1, page_id=page_id)
-    ctx.metrics.page_taken(lane=job.priority, enqueued_at=page.enqueued_at, started_at=page.started_at)
-    max_attempts = ctx.settings.page_retries + 1
-    if attempts > max_attempts:
-        outcome = job_states.PageOutcome(
-            error=f"gave up after {max_attempts} attempts: the worker died or ran out of time on this page"
-        )
-    else:
-        outcome = read_page(ctx, job=job, page=page, can_retry=attempts < max_attempts)
-        if outcome is None:
-            _retry_later(ctx, page_id=page_id, lane=job.priority, attempts=attempts)
-            return
-    with ctx.db.session() as session:
-        written = job_states.finish_page(session, page_id=page_id, outcome=outcome)
-    if written:
-        _page_written(ctx, outcome)
-    close_job_if_done(ctx, job_id=job.id)
+        return None
 
 
-def _page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:
+def _outcome(result: PageText | EngineError, rendered: RenderedPage) -> job_states.PageOutcome:
+    size = {"width": rendered.width, "height": rendered.height}
+    if isinstance(result, EngineError):
+        return job_states.PageOutcome(error=f"{result.kind}: {result}", **size)
+    return job_states.PageOutcome(text=result.text, engine=result.engine, model=result.model,
+                                  seconds=result.seconds, **size)
+
+
+def page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:
+    """Count and log a page whose result was just written (once, by the delivery that wrote it)."""
     ctx.metrics.page_done("failed" if outcome.error else "succeeded")
     if outcome.error:
         log.warning("page failed: %s", outcome.error)
@@ -114,36 +159,19 @@ def _page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:
         log.info("page read", extra={"seconds": outcome.seconds, "chars": len(outcome.text or "")})
 
 
-def read_page(ctx: WorkerContext, *, job: Job, page: Page, can_retry: bool) -> job_states.PageOutcome | None:
-    """The page's text or its error; None when the engine asks for a later retry."""
-    try:
-        rendered = render_page(ctx.sources.path(job), page.index, limits=ctx.limits)
-    except (DocumentRejected, ObjectMissing, OSError) as exc:
-        return job_states.PageOutcome(error=f"page {page.index + 1} could not be rendered: {exc}")
-    size = {"width": rendered.width, "height": rendered.height}
-    started = time.perf_counter()
-    result = ctx.engine.read([rendered.image])[0]
-    ctx.metrics.page_read(engine=ctx.engine.name, seconds=time.perf_counter() - started, result=result)
-    if isinstance(result, EngineError):
-        if result.retryable and can_retry:
-            return None
-        return job_states.PageOutcome(error=f"{result.kind}: {result}", **size)
-    return job_states.PageOutcome(text=result.text, engine=result.engine, model=result.model,
-                                  seconds=result.seconds, **size)
-
-
 def _retry_later(ctx: WorkerContext, *, page_id: str, lane: str, attempts: int) -> None:
     with ctx.db.session() as session:
         job_states.requeue_page(session, page_id=page_id)
     ctx.metrics.page_done("retried")
     log.info("page put back for a retry", extra={"attempts": attempts})
-    dispatch.publish_pages(ctx.app, page_ids=[page_id], lane=lane, countdown=min(2**attempts, 60))
+    routing.publish_pages(ctx, page_ids=[page_id], lane=lane, countdown=min(2**attempts, 60))
 
 
 def close_job_if_done(ctx: WorkerContext, *, job_id: str) -> None:
     """Refresh the counts and, if no page is left, move the job to its final state exactly once."""
     with ctx.db.session() as session:
         job_states.refresh_counts(session, job_id=job_id)
+    store_large_result(ctx, job_id=job_id)
     with ctx.db.session() as session:
         status = job_states.complete_job_if_done(session, job_id=job_id)
     if status:

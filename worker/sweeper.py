@@ -11,24 +11,19 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from celery import Celery
 from sqlalchemy import and_, exists, or_, select, update
 
 from common.job_states import PAGE_ACTIVE
 from common.models import Job, Page
 from common.models.base import utcnow
-from worker import dispatch
+from common.queue_depth import depths_of
+from worker import buckets, dispatch, routing
 from worker.celeryconfig import CONTROL_QUEUE, page_queue
 from worker.context import WorkerContext
 from worker.pipeline import close_job_if_done
 
 log = logging.getLogger("ocrq.sweeper")
 BATCH = 1000
-
-
-def queue_depth(app: Celery, queue: str) -> int:
-    with app.connection_or_acquire() as conn:
-        return conn.default_channel.queue_declare(queue=queue, passive=True).message_count
 
 
 def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
@@ -51,15 +46,16 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
             or_(and_(Page.status == "queued", Page.enqueued_at < stale),
                 and_(Page.status == "running", Page.started_at < dead)),
         ).limit(BATCH)).all()
-    if jobs and queue_depth(ctx.app, CONTROL_QUEUE) == 0:
+    if jobs and depths_of(ctx.settings, [CONTROL_QUEUE])[CONTROL_QUEUE] == 0:
         for job_id in jobs:
             dispatch.publish_prepare(ctx.app, job_id=job_id)
         counts["jobs"] = len(jobs)
     for lane in {lane for _, lane in pages}:
         ids = [page_id for page_id, page_lane in pages if page_lane == lane]
-        if queue_depth(ctx.app, page_queue(lane)) == 0:
+        lane_queues = [page_queue(lane)] + [buckets.gpu_queue(lane, b) for b in buckets.buckets()]
+        if sum(depths_of(ctx.settings, lane_queues).values()) == 0:
             _touch(ctx, ids)
-            dispatch.publish_pages(ctx.app, page_ids=ids, lane=lane)
+            routing.publish_pages(ctx, page_ids=ids, lane=lane)
             counts["pages"] += len(ids)
     for job_id in orphans:
         close_job_if_done(ctx, job_id=job_id)

@@ -24,10 +24,12 @@ def ocr_page(self, page_id: str) -> None:
         pipeline.process_page(ctx, page_id=page_id)
     except SoftTimeLimitExceeded:
         limit = ctx.settings.task_soft_time_limit_s
+        outcome = job_states.PageOutcome(error=f"timed out after {limit} s")
         with ctx.db.session() as session:
-            job_states.finish_page(session, page_id=page_id,
-                                   outcome=job_states.PageOutcome(error=f"timed out after {limit} s"))
+            written = job_states.finish_page(session, page_id=page_id, outcome=outcome)
             job_id = session.scalar(job_states.job_id_of_page(page_id))
+        if written:
+            pipeline.page_written(ctx, outcome)
         pipeline.close_job_if_done(ctx, job_id=job_id)
 
 

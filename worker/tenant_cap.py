@@ -18,7 +18,7 @@ from common import job_states
 from common.models import Job, Page
 from common.models.base import utcnow
 from common.settings import Settings
-from worker import dispatch
+from worker import dispatch, routing
 from worker.context import WorkerContext
 
 
@@ -79,4 +79,4 @@ def defer(ctx: WorkerContext, *, page_id: str, lane: str) -> None:
         # Fresh enqueued_at: the sweeper must not take the waiting page for a lost one.
         session.execute(update(Page).where(Page.id == page_id, Page.status == "queued").values(enqueued_at=utcnow()))
     countdown = ctx.settings.tenant_defer_s * (1 + random.random() / 2)
-    dispatch.publish_pages(ctx.app, page_ids=[page_id], lane=lane, countdown=countdown)
+    routing.publish_pages(ctx, page_ids=[page_id], lane=lane, countdown=countdown)

@@ -58,19 +58,21 @@ def check_pixels(image: Image.Image, *, index: int, limits: Limits) -> None:
         )
 
 
-def check_image(path: Path, kind: str, *, limits: Limits) -> int:
-    """The page count, after header checks of every page and a cheap truncation check."""
+def check_image(path: Path, kind: str, *, limits: Limits) -> tuple[tuple[int, int], ...]:
+    """Each page's rendered size, after header checks of every page and a cheap truncation check."""
     with open_image(path, kind) as image:
         count = page_count(image, kind)
         if count > limits.max_pages:
             raise DocumentRejected(
                 "too_many_pages", f"The image has {count} pages; at most {limits.max_pages} are accepted per job."
             )
+        sizes = []
         for index in range(count):
             _seek(image, kind, index)
             check_pixels(image, index=index, limits=limits)
+            sizes.append(_fit(image.size, limits.longest_side))
     _check_complete(path, kind, limits=limits)
-    return count
+    return tuple(sizes)
 
 
 def _check_complete(path: Path, kind: str, *, limits: Limits) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import images, pdf
@@ -14,11 +14,12 @@ from .limits import Limits
 
 @dataclass(frozen=True, slots=True)
 class DocumentInfo:
-    """A document's kind by content, its page count and MIME type."""
+    """A document's kind by content, its page count, MIME type, and each page's size once rendered."""
 
     kind: str
     page_count: int
     mime: str
+    page_sizes: tuple[tuple[int, int], ...] = field(default=(), compare=False)
 
 
 def inspect(path: Path, *, limits: Limits) -> DocumentInfo:
@@ -26,7 +27,7 @@ def inspect(path: Path, *, limits: Limits) -> DocumentInfo:
     if Path(path).stat().st_size == 0:
         raise DocumentRejected("empty_file", "The file is empty.")
     kind = sniff_file(path)
-    count = run_isolated(
+    sizes = run_isolated(
         _page_count,
         Path(path),
         kind,
@@ -35,11 +36,14 @@ def inspect(path: Path, *, limits: Limits) -> DocumentInfo:
         max_pixels=limits.max_page_pixels,
         what="inspecting the document",
     )
-    return DocumentInfo(kind=kind, page_count=count, mime=MIME_TYPES[kind])
+    return DocumentInfo(kind=kind, page_count=len(sizes), mime=MIME_TYPES[kind], page_sizes=sizes)
 
 
-def _page_count(path: Path, kind: str, limits: Limits) -> int:
+def _page_count(path: Path, kind: str, limits: Limits) -> tuple[tuple[int, int], ...]:
+    """Each page's rendered size, after the checks; the count is their number."""
     if kind == "pdf":
         with pdf.open_pdf(path) as document:
-            return pdf.check_document(document, limits=limits)
+            pdf.check_document(document, limits=limits)
+            return tuple(pdf.rendered_size(*document.get_page_size(i), longest_side=limits.longest_side)
+                         for i in range(len(document)))
     return images.check_image(path, kind, limits=limits)

@@ -138,6 +138,12 @@ def render_scale(width_pt: float, height_pt: float, *, longest_side: int) -> flo
     return min(fit, MAX_RENDER_DPI / 72)
 
 
+def rendered_size(width_pt: float, height_pt: float, *, longest_side: int) -> tuple[int, int]:
+    """The pixel size render_pdf_page gives a page of this size in points."""
+    scale = render_scale(width_pt, height_pt, longest_side=longest_side)
+    return math.ceil(width_pt * scale), math.ceil(height_pt * scale)
+
+
 def render_pdf_page(
     path: Path, index: int, *, limits: Limits, shared: mmap.mmap | None = None
 ) -> Image.Image | RawPixels:
@@ -158,7 +164,7 @@ def render_pdf_page(
         try:
             check_page_images(page, index=index, limits=limits)
             scale = render_scale(page.get_width(), page.get_height(), longest_side=limits.longest_side)
-            width, height = math.ceil(page.get_width() * scale), math.ceil(page.get_height() * scale)
+            width, height = rendered_size(page.get_width(), page.get_height(), longest_side=limits.longest_side)
             stride = 3 * width
             if shared is not None and stride * height <= len(shared):
                 _draw(pdf, page, shared, width, height)

@@ -63,7 +63,8 @@ def upgrade() -> None:
     sa.Column('pages', sa.Integer(), nullable=True),
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
-    sa.ForeignKeyConstraint(['batch_id'], ['batches.id'], name=op.f('fk_batch_items_batch_id_batches'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['batch_id'], ['batches.id'], name=op.f('fk_batch_items_batch_id_batches'),
+                            ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_batch_items')),
     sa.UniqueConstraint('batch_id', 'key', name=op.f('uq_batch_items_batch_id'))
     )

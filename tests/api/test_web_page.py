@@ -6,6 +6,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import sync_playwright
 
 from tests.support.stack import ROOT
 
@@ -17,10 +18,9 @@ ARTIFACTS = ROOT / ".artifacts"
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    sync_api = pytest.importorskip("playwright.sync_api")
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium", pytrace=False)
-    with sync_api.sync_playwright() as playwright:
+    with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")), executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
             headless=True, viewport={"width": 1280, "height": 900}, accept_downloads=True,

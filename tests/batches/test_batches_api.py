@@ -5,22 +5,25 @@ No worker consumes this stack's queues, so what the listing enqueued stays queue
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 
 import pytest
 from sqlalchemy import func, select
 
-from common.models import Batch, BatchItem, Job, Page
+from common.models import Batch, BatchItem, Job, Page, WebhookDelivery
 from common.settings import S3SourceProfile
 from tests.batches.support import new_bucket, read_manifest, upload, word_image
 from tests.conftest import KEY_A, KEY_B, make_settings
 from tests.support import seaweed
 from tests.support.stack import Stack
-from worker import batch_listing, batch_results, pipeline
-from worker.celeryconfig import cpu_worker_queues
+from worker import batch_listing, batch_results, batch_sweep, pipeline
+from worker.celeryconfig import LISTING_QUEUE, cpu_worker_queues
 from worker.context import WorkerContext
 
 PAGE_SIZE = 7
+HOOK = "http://127.0.0.1:9/hooks/batches"
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,8 @@ def quiet(tmp_path_factory, pg_url, redis_url, s3):
         "revoked": S3SourceProfile(tenants=["tenant-a"], access_key_id="nobody", secret_access_key="wrong-secret"),
     }
     settings = make_settings(home=tmp_path_factory.mktemp("quiet"), pg_url=pg_url, redis_url=redis_url, s3=s3,
-                             batch_list_page_size=PAGE_SIZE, s3_source_profiles=profiles)
+                             batch_list_page_size=PAGE_SIZE, s3_source_profiles=profiles, batch_progress_interval_s=0,
+                             batch_stale_after_s=1)
     with Stack(settings, logs=tmp_path_factory.mktemp("quiet-logs")) as stack:
         yield stack
         with stack.services.celery.connection_for_write() as conn:
@@ -67,6 +71,14 @@ def source(s3):
     upload(client, bucket, objects)
     client.create_bucket(Bucket=f"{bucket}-out")
     return bucket
+
+
+def deliveries(stack, batch_id: str) -> list[dict]:
+    """The webhook events recorded for a batch, oldest first."""
+    with stack.services.db.session() as session:
+        bodies = session.scalars(select(WebhookDelivery.body).where(WebhookDelivery.batch_id == batch_id)
+                                 .order_by(WebhookDelivery.created_at))
+        return [json.loads(body) for body in bodies]
 
 
 def list_all(ctx, batch_id: str) -> None:
@@ -159,7 +171,8 @@ def test_racing_listers_record_each_object_once(a, ctx, quiet, source):
 
 
 def test_cancel_drops_what_has_not_started(a, b, ctx, quiet, s3, source):
-    batch_id = post(a, input_prefix=f"s3://{source}/in/", output_prefix=f"s3://{source}-out/cancel/").json()["id"]
+    batch_id = post(a, input_prefix=f"s3://{source}/in/", output_prefix=f"s3://{source}-out/cancel/",
+                    webhook_url=HOOK).json()["id"]
     list_all(ctx, batch_id)
     with quiet.services.db.session() as session:
         started = session.scalars(select(Job.id).where(Job.batch_id == batch_id).limit(1)).one()
@@ -192,14 +205,25 @@ def test_cancel_drops_what_has_not_started(a, b, ctx, quiet, s3, source):
     assert sorted(line["status"] for line in lines).count("canceled") == 22
     done = next(line for line in lines if line["status"] == "succeeded")
     assert done["result_key"] == f"s3://{source}-out/cancel/{done['relative_key']}.md" and done["pages"] == 1
+    events = deliveries(quiet, batch_id)
+    assert [event["type"] for event in events] == ["batch.progress", "batch.completed"]
+    assert events[-1]["data"]["status"] == "canceled"
+    assert events[-1]["data"]["counts"] | {"succeeded": 1, "canceled": 22} == events[-1]["data"]["counts"]
+    assert events[-1]["data"]["links"]["manifest"] == body["manifest"]
 
 
-def test_an_empty_prefix_completes_with_zero(a, ctx, s3, source):
-    batch_id = post(a, input_prefix=f"s3://{source}/nothing-here/", output_prefix=f"s3://{source}-out/e/").json()["id"]
+def test_an_empty_prefix_completes_with_zero(a, ctx, quiet, s3, source):
+    batch_id = post(a, input_prefix=f"s3://{source}/nothing-here/", output_prefix=f"s3://{source}-out/e/",
+                    webhook_url=HOOK, metadata={"k": "v"}).json()["id"]
     list_all(ctx, batch_id)
     body = a.get(f"/batches/{batch_id}").json()
     assert body["status"] == "completed" and body["listed"] == 0 and body["eta_s"] == 0
     assert read_manifest(s3.client(), body["manifest"]) == []
+    assert batch_results.finish_if_done(ctx, batch_id=batch_id) is None  # closed once
+    [event] = deliveries(quiet, batch_id)
+    assert (event["type"], event["data"]["status"], event["data"]["metadata"]) == ("batch.completed", "completed",
+                                                                                   {"k": "v"})
+    assert event["data"]["counts"]["listed"] == 0
 
 
 def test_another_tenants_batch_is_404(a, b, source):
@@ -218,3 +242,30 @@ def test_an_idempotency_key_answers_a_repeat_with_the_same_batch(a, source):
     assert first.json()["id"] == again.json()["id"] and again.headers.get("Idempotent-Replayed") == "true"
     other = a.post("/batches", json=body | {"output": "text"}, headers={"Idempotency-Key": "b6-idem-1"})
     assert other.status_code == 409
+
+
+def test_the_batch_sweeper_restarts_a_lost_listing_and_records_jobs_ended_elsewhere(a, ctx, quiet, source):
+    with quiet.services.celery.connection_for_write() as conn:
+        conn.default_channel.queue_purge(LISTING_QUEUE)  # as if the first listing message were lost
+    batch_id = post(a, input_prefix=f"s3://{source}/in/", output_prefix=f"s3://{source}-out/sw/").json()["id"]
+    with quiet.services.celery.connection_for_write() as conn:
+        conn.default_channel.queue_purge(LISTING_QUEUE)
+    time.sleep(1.2)
+    with quiet.services.db.session() as session:
+        listing = session.scalar(select(func.count()).where(Batch.status == "listing"))  # earlier tests' too
+    assert listing >= 1 and batch_sweep.sweep(ctx)["listings"] == listing
+    assert batch_sweep.listing_queue_depth(ctx) == listing
+    assert batch_sweep.sweep(ctx)["listings"] == 0  # its message is waiting: not published twice
+    list_all(ctx, batch_id)
+
+    # Each job is canceled through /jobs, which knows nothing of batches: the sweeper records the items.
+    with quiet.services.db.session() as session:
+        job_ids = list(session.scalars(select(Job.id).where(Job.batch_id == batch_id)))
+    for job_id in job_ids:
+        assert a.delete(f"/jobs/{job_id}").json()["status"] == "canceled"
+    assert a.get(f"/batches/{batch_id}").json()["status"] == "running"
+    time.sleep(1.2)
+    swept = batch_sweep.sweep(ctx)
+    assert (swept["items"], swept["closed"]) == (23, 0)  # closed by the last item itself
+    body = a.get(f"/batches/{batch_id}").json()
+    assert (body["status"], body["canceled"], body["skipped"]) == ("completed", 23, 6) and body["manifest"]

@@ -70,7 +70,8 @@ def test_a_listing_killed_mid_way_resumes_and_reads_each_object_once(stack, s3):
     # statement, and the worker is killed there, in the middle of a page.
     with psycopg.connect(stack.settings.database_url) as holder:
         holder.execute("SELECT 1 FROM batches WHERE id = %s FOR UPDATE", (batch_id,))
-        wait_until(lambda: blocked_on_batches(stack.settings.database_url), what="the listing task to block inside its page")
+        wait_until(lambda: blocked_on_batches(stack.settings.database_url),
+                   what="the listing task to block inside its page")
         pages_at_kill = listed_pages(db, batch_id)
         lister.kill()
         holder.rollback()
@@ -84,7 +85,8 @@ def test_a_listing_killed_mid_way_resumes_and_reads_each_object_once(stack, s3):
     stack.start_worker("--beat")  # the sweeper restarts the listing from the last page recorded
     body = wait_for_batch(client, batch_id, timeout=540)
     assert body["status"] == "completed", body
-    assert (body["listed"], body["succeeded"], body["skipped"], body["failed"]) == (len(objects), DOCUMENTS, OTHERS, 0)
+    counts = (body["listed"], body["succeeded"], body["skipped"], body["failed"])
+    assert counts == (len(objects), DOCUMENTS, OTHERS, 0)
 
     with db.session() as session:
         assert session.get(Batch, batch_id).list_pages == total_pages

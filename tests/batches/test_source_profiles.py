@@ -34,8 +34,8 @@ def test_a_batch_reads_and_writes_with_its_profile(stack, s3):
     upload(out, bucket, {f"in/{n}.png": word_image(word_for(n)) for n in range(2)})
     body = {"input_prefix": f"s3://{bucket}/in/", "output_prefix": f"s3://{bucket}/out/"}
 
-    with_profile = wait_for_batch(client, client.post("/batches", json=body | {"source_profile": "archive"}).json()["id"],
-                                  timeout=240)
+    batch_id = client.post("/batches", json=body | {"source_profile": "archive"}).json()["id"]
+    with_profile = wait_for_batch(client, batch_id, timeout=240)
     assert (with_profile["status"], with_profile["succeeded"]) == ("completed", 2), with_profile
     assert with_profile["source_profile"] == "archive"
     assert word_for(1) in read_object(out, f"s3://{bucket}/out/1.png.md")

@@ -18,5 +18,6 @@ def test_older_kv_gauge_name_and_missing_families():
 
 
 def test_a_page_without_vllm_metrics_gives_no_values():
-    stats = parse_engine_metrics("http://e:8100", "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1\n")
+    text = "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1\n"
+    stats = parse_engine_metrics("http://e:8100", text)
     assert (stats.kv_cache_usage, stats.running, stats.waiting) == (None, None, None)

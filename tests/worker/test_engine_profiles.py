@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import threading
 import time
 
@@ -14,7 +15,6 @@ import typer
 from typer.testing import CliRunner
 
 from cli.engine import engine as engine_command
-from tests.worker.conftest_engine import free_port
 from worker import engine_launcher
 from worker.engines.profiles import (
     MAX_IMAGE_TOKENS,
@@ -26,6 +26,12 @@ from worker.engines.profiles import (
 )
 
 LIGHTON_FLAGS = ["--limit-mm-per-prompt", '{"image": 1}', "--mm-processor-cache-gb", "0", "--no-enable-prefix-caching"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def flag(argv: list[str], name: str) -> str:

@@ -8,6 +8,8 @@ import io
 import pytest
 from PIL import Image
 
+pytest.register_assert_rewrite("tests.worker.conftest_engine")
+
 from tests.worker.conftest_engine import free_port, render_page
 from worker.engines.base import EngineError, EngineOverloaded, PageText
 from worker.engines.vllm import VllmEngine, base_url, classify_failure, encode_page

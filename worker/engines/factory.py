@@ -10,7 +10,7 @@ def make_engine(settings: Settings) -> Engine:
     if settings.engine == "vllm":
         from worker.engines.vllm import VllmEngine
 
-        return VllmEngine(settings=settings)
+        return VllmEngine.from_settings(settings)
     from worker.engines.cpu import CpuEngine
 
     return CpuEngine(threads=settings.cpu_threads)

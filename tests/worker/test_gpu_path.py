@@ -1,0 +1,67 @@
+"""The GPU path through the queue, with the project's OpenAI-compatible CPU engine standing in for vLLM:
+size-bucketed queues, same-size batches of the profile's pair size, and batch-1 retries after 503 or OOM."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from common.models import Page
+from tests.common.hostile import pdf_of, text_page
+from tests.conftest import KEY_A, make_settings
+from tests.support.stack import Stack, wait_for_job
+from tests.worker.conftest_engine import MODEL, cpu_engine_server, server  # noqa: F401  (fixtures)
+from worker import buckets
+
+WORDS = ["granite", "saffron", "lattice", "quiver"]
+
+
+@pytest.fixture()
+def gpu_stack(tmp_path, pg_url, redis_url, s3, server):  # noqa: F811
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=2,
+                             engine_backoff_s=0.2)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--concurrency", "1")
+        yield stack, server
+
+
+def _document(tmp_path):
+    # Two Letter pages and two wide receipts: PDF pages render to 1540 px, so the aspect ratio sets the bucket.
+    pages = [text_page(f"Page {i + 1} {w}", size=(850, 1100) if i < 2 else (600, 300), font_size=48)
+             for i, w in enumerate(WORDS)]
+    return pdf_of(pages, tmp_path / "mixed.pdf").read_bytes()
+
+
+def _read(stack, client, tmp_path):
+    job_id = client.post("/jobs", files={"file": ("mixed.pdf", _document(tmp_path))}).json()["id"]
+    job = wait_for_job(client, job_id, timeout=180)
+    assert job["status"] == "succeeded", job
+    pages = client.get(f"/jobs/{job_id}/result", params={"format": "json"}).json()["pages"]
+    assert [p["page"] for p in pages] == [1, 2, 3, 4]
+    for page, word in zip(pages, WORDS, strict=True):
+        assert word in page["text"] and page["engine"] == "vllm" and page["model"] == MODEL
+    with stack.services.db.session() as session:
+        return job_id, list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.index)))
+
+
+def test_pages_are_bucketed_by_size_and_sent_in_pairs(gpu_stack, tmp_path):
+    stack, engine = gpu_stack
+    _, pages = _read(stack, stack.client(KEY_A), tmp_path)
+    assert [buckets.bucket_of(p.width, p.height) for p in pages] == ["t3025", "t3025", "t2048", "t2048"]
+    requests = engine.requests()
+    assert len(requests) == 4
+    # Each pair of a bucket reaches the engine together: the two requests overlap in time.
+    pairs = [requests[0:2], requests[2:4]]
+    for first, second in pairs:
+        assert second["start"] < first["end"], requests
+
+
+@pytest.mark.parametrize("fault", ["503", "oom"])
+def test_capacity_errors_are_retried_alone(gpu_stack, tmp_path, fault):
+    stack, engine = gpu_stack
+    engine.faults(fault, count=2)
+    _, pages = _read(stack, stack.client(KEY_A), tmp_path)
+    assert all(p.status == "succeeded" for p in pages)
+    statuses = [r["status"] for r in engine.requests()]
+    assert statuses.count(200) == 4 and len(statuses) == 6, statuses

@@ -1,0 +1,21 @@
+"""GPU page tasks: one celery-batches task per size bucket, so each batch holds pages of similar size."""
+
+from __future__ import annotations
+
+from celery import Celery
+from celery_batches import Batches
+
+from worker import buckets, pipeline
+from worker.context import context_of
+
+
+def register(app: Celery, *, pair_size: int, wait_s: float) -> None:
+    """Register a batching task per bucket; each flush sends up to `pair_size` pages to the engine together."""
+    for bucket in buckets.buckets():
+        app.task(name=buckets.gpu_task(bucket), base=Batches, bind=True, flush_every=pair_size,
+                 flush_interval=wait_s, acks_late=True)(_read_batch)
+
+
+def _read_batch(self, requests) -> None:
+    page_ids = list(dict.fromkeys(request.args[0] for request in requests))
+    pipeline.process_pages(context_of(self.app), page_ids=page_ids)
