@@ -17,7 +17,7 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
-def upgrade(database_url: str, revision: str = "heads") -> None:
+def upgrade(database_url: str, revision: str = "head") -> None:
     """Bring the database to `revision`; a database already there is left alone."""
     if database_url.startswith("sqlite:///"):
         Path(database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
