@@ -34,6 +34,6 @@ def gpu_task(bucket: str) -> str:
     return f"ocrq.gpu_pages.{bucket}"
 
 
-def gpu_worker_queues() -> list[str]:
-    """Every GPU queue, interactive before bulk, so an interactive page never waits behind bulk ones."""
-    return [gpu_queue(lane, bucket) for lane in ("interactive", "bulk") for bucket in buckets()]
+def gpu_worker_queues(*lanes: str) -> list[str]:
+    """The GPU queues of these lanes (default both), interactive before bulk."""
+    return [gpu_queue(lane, bucket) for lane in (lanes or ("interactive", "bulk")) for bucket in buckets()]

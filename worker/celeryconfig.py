@@ -10,6 +10,7 @@ from worker.buckets import buckets, gpu_worker_queues
 CONTROL_QUEUE = "ocrq.control"
 WEBHOOK_QUEUE = "ocrq.webhooks"
 LISTING_QUEUE = "ocrq.listing"
+PREPARE_BULK_QUEUE = "ocrq.prepare.bulk"
 LANES = ("interactive", "bulk")
 
 
@@ -21,7 +22,17 @@ def cpu_worker_queues() -> list[str]:
     """Queues a CPU worker consumes, most urgent first."""
     # Listing first: each batch listing task is one short page that chains the next, and behind the
     # thousands of prepare tasks the previous page published it would wait minutes.
-    return [LISTING_QUEUE, CONTROL_QUEUE, page_queue("interactive"), page_queue("bulk")]
+    # Bulk jobs are split after interactive pages are read, so a big batch never delays an interactive page.
+    return [LISTING_QUEUE, CONTROL_QUEUE, page_queue("interactive"), PREPARE_BULK_QUEUE, page_queue("bulk")]
+
+
+def prepare_queue(lane: str) -> str:
+    return PREPARE_BULK_QUEUE if lane == "bulk" else CONTROL_QUEUE
+
+
+def gpu_worker_default_queues() -> list[str]:
+    """Queues a GPU worker consumes: interactive buckets before bulk ones, and the splitting of jobs."""
+    return [CONTROL_QUEUE, *gpu_worker_queues("interactive"), PREPARE_BULK_QUEUE, *gpu_worker_queues("bulk")]
 
 
 def gpu_worker_config(settings: Settings) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import Celery
 
 from worker.buckets import gpu_queue, gpu_task
-from worker.celeryconfig import CONTROL_QUEUE, LISTING_QUEUE, page_queue
+from worker.celeryconfig import CONTROL_QUEUE, LISTING_QUEUE, page_queue, prepare_queue
 
 PREPARE_JOB = "ocrq.prepare_job"
 OCR_PAGE = "ocrq.ocr_page"
@@ -13,8 +13,8 @@ LIST_BATCH = "ocrq.list_batch"
 FINISH_BATCH = "ocrq.finish_batch"
 
 
-def publish_prepare(app: Celery, *, job_id: str) -> None:
-    app.send_task(PREPARE_JOB, args=[job_id], queue=CONTROL_QUEUE)
+def publish_prepare(app: Celery, *, job_id: str, lane: str) -> None:
+    app.send_task(PREPARE_JOB, args=[job_id], queue=prepare_queue(lane))
 
 
 def publish_pages(app: Celery, *, page_ids: list[str], lane: str, countdown: float | None = None,
@@ -26,11 +26,11 @@ def publish_pages(app: Celery, *, page_ids: list[str], lane: str, countdown: flo
             app.send_task(task, args=[page_id], queue=queue, producer=producer, countdown=countdown)
 
 
-def publish_prepares(app: Celery, *, job_ids: list[str]) -> None:
+def publish_prepares(app: Celery, *, job_ids: list[str], lane: str = "bulk") -> None:
     """Send one prepare task per job over one connection: a page of a batch's listing at a time."""
     with app.producer_or_acquire() as producer:
         for job_id in job_ids:
-            app.send_task(PREPARE_JOB, args=[job_id], queue=CONTROL_QUEUE, producer=producer)
+            app.send_task(PREPARE_JOB, args=[job_id], queue=prepare_queue(lane), producer=producer)
 
 
 def publish_list_batch(app: Celery, *, batch_id: str) -> None:

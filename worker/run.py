@@ -8,8 +8,7 @@ from celery.signals import setup_logging, worker_process_init, worker_ready
 
 from common.settings import Settings
 from worker.celery_app import create_celery
-from worker.buckets import gpu_worker_queues
-from worker.celeryconfig import CONTROL_QUEUE, WEBHOOK_QUEUE, cpu_worker_queues, gpu_worker_config
+from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues, gpu_worker_config, gpu_worker_default_queues
 from worker.context import context_of
 
 
@@ -22,7 +21,7 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
     if gpu:
         gpu_tasks.register(app, pair_size=settings.engine_pair_size, wait_s=settings.engine_batch_wait_s)
         app.conf.update(gpu_worker_config(settings))
-        queues = queues or [CONTROL_QUEUE, *gpu_worker_queues()]
+        queues = queues or gpu_worker_default_queues()
     metrics.install(app, settings)
     # The CLI configured logging (JSON or text) already; a receiver here stops Celery from replacing it.
     setup_logging.connect(lambda **_kwargs: None, weak=False)

@@ -18,7 +18,7 @@ from common.models import Job, Page
 from common.models.base import utcnow
 from common.queue_depth import depths_of
 from worker import buckets, dispatch, routing
-from worker.celeryconfig import CONTROL_QUEUE, page_queue
+from worker.celeryconfig import page_queue, prepare_queue
 from worker.context import WorkerContext
 from worker.pipeline import close_job_if_done
 
@@ -33,10 +33,10 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
     dead = now - timedelta(seconds=ctx.settings.task_time_limit_s + 60)
     counts = {"jobs": 0, "pages": 0, "closed": 0}
     with ctx.db.session() as session:
-        jobs = list(session.scalars(select(Job.id).where(
+        jobs = session.execute(select(Job.id, Job.priority).where(
             or_(and_(Job.status == "queued", Job.created_at < stale),
                 and_(Job.status == "running", Job.pages_total == 0, Job.started_at < stale)),
-        ).limit(BATCH)))
+        ).limit(BATCH)).all()
         orphans = list(session.scalars(select(Job.id).where(
             Job.status == "running", Job.pages_total > 0,
             ~exists().where(Page.job_id == Job.id, Page.status.in_(PAGE_ACTIVE)),
@@ -46,10 +46,12 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
             or_(and_(Page.status == "queued", Page.enqueued_at < stale),
                 and_(Page.status == "running", Page.started_at < dead)),
         ).limit(BATCH)).all()
-    if jobs and depths_of(ctx.settings, [CONTROL_QUEUE])[CONTROL_QUEUE] == 0:
-        for job_id in jobs:
-            dispatch.publish_prepare(ctx.app, job_id=job_id)
-        counts["jobs"] = len(jobs)
+    for lane in {lane for _, lane in jobs}:
+        queue = prepare_queue(lane)
+        if depths_of(ctx.settings, [queue])[queue] == 0:
+            for job_id in (job_id for job_id, job_lane in jobs if job_lane == lane):
+                dispatch.publish_prepare(ctx.app, job_id=job_id, lane=lane)
+                counts["jobs"] += 1
     for lane in {lane for _, lane in pages}:
         ids = [page_id for page_id, page_lane in pages if page_lane == lane]
         lane_queues = [page_queue(lane)] + [buckets.gpu_queue(lane, b) for b in buckets.buckets()]

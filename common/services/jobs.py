@@ -91,7 +91,7 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
     with svc.db.session() as session:
         session.add(job)
     try:
-        dispatch.publish_prepare(svc.celery, job_id=job_id)
+        dispatch.publish_prepare(svc.celery, job_id=job_id, lane=options.priority)
     except Exception:  # the job is committed: the sweeper publishes it once the broker is back
         log.exception("publishing failed; the sweeper will publish job %s", job_id, extra={"job_id": job_id})
     return job

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from common.settings import Settings
-from worker.celeryconfig import build_config
+from worker.buckets import gpu_worker_queues
+from worker.celeryconfig import build_config, cpu_worker_queues, gpu_worker_default_queues
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -103,14 +104,19 @@ def test_exactly_one_worker_runs_the_beat_schedule(compose):
 
 
 def test_every_queue_has_a_consumer_and_every_consumed_queue_exists(compose):
-    services = resolved(compose)
-    consumed = set()
-    for svc in services.values():
-        command = svc.get("command") or []
-        if command[:1] == ["worker"]:
-            consumed |= set(command[command.index("--queues") + 1].split(","))
     declared = {queue.name for queue in build_config(Settings())["task_queues"]}
-    assert consumed == declared
+    gpu_only = set(gpu_worker_queues())
+    for profile, expected in (((), declared - gpu_only), (("--profile", "gpu"), declared)):
+        consumed = set()
+        for svc in resolved(compose, *profile).values():
+            command = svc.get("command") or []
+            if command[:1] != ["worker"]:
+                continue
+            if "--queues" in command:
+                consumed |= set(command[command.index("--queues") + 1].split(","))
+            else:
+                consumed |= set(gpu_worker_default_queues() if "--gpu" in command else cpu_worker_queues())
+        assert consumed == expected, profile
 
 
 def test_gpu_services_reserve_nvidia_devices_and_take_the_profile_from_the_environment(compose):

@@ -1,0 +1,54 @@
+"""A broker that loses its messages (Redis restarted without persistence) loses no job: the sweeper
+republishes what the database still holds as queued, and only when its queue is empty."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from common.queue_depth import depths_of
+from tests.conftest import KEY_A, make_settings
+from tests.support.stack import Stack, wait_for_job
+from worker import sweeper
+from worker.celery_app import create_celery
+from worker.celeryconfig import CONTROL_QUEUE, PREPARE_BULK_QUEUE, page_queue
+from worker.context import WorkerContext
+
+
+def _lose_everything(settings) -> int:
+    client = redis.Redis.from_url(settings.broker_url)
+    keys = list(client.scan_iter(match=f"{settings.broker_key_prefix}*"))
+    return client.delete(*keys) if keys else 0
+
+
+def test_lost_prepare_and_page_messages_are_republished(tmp_path, pg_url, redis_url, s3, samples):
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3,
+                             stale_requeue_after_s=1)
+    ctx = WorkerContext(app=create_celery(settings), settings=settings)
+    with Stack(settings, logs=tmp_path) as stack:
+        client = stack.client(KEY_A)
+        png = (samples / "typewriter.png").read_bytes()
+        job_id = client.post("/jobs", files={"file": ("t.png", png)}).json()["id"]
+        assert depths_of(settings, [PREPARE_BULK_QUEUE]) == {PREPARE_BULK_QUEUE: 1}
+        assert _lose_everything(settings) > 0
+        time.sleep(1.2)
+        assert sweeper.requeue_stale(ctx)["jobs"] == 1
+        assert depths_of(settings, [PREPARE_BULK_QUEUE]) == {PREPARE_BULK_QUEUE: 1}
+        assert sweeper.requeue_stale(ctx)["jobs"] == 0  # its message is back in the queue: no second copy
+
+        # Split the job into pages, but read none of them, then lose the page message too.
+        control = stack.start_worker("--queues", f"{CONTROL_QUEUE},{PREPARE_BULK_QUEUE}")
+        deadline = time.monotonic() + 60
+        while depths_of(settings, [page_queue("bulk")])[page_queue("bulk")] == 0:
+            assert time.monotonic() < deadline, "the job was never split into pages"
+            time.sleep(0.1)
+        control.stop()
+        _lose_everything(settings)
+        time.sleep(1.2)
+        assert sweeper.requeue_stale(ctx)["pages"] == 1
+
+        stack.start_worker()
+        job = wait_for_job(client, job_id)
+        assert job["status"] == "succeeded" and job["pages_done"] == 1
+    ctx.close()
