@@ -121,7 +121,7 @@ def main() -> None:
             client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.key}"}, timeout=60)
             latency = idle_latency(client, pages[0], args.latency_repeats)
             b = through_stack(client, uploads)
-    print(f"| mode | pages | (a) engine direct s | (a) pages/s | (b) embedded stack s | (b) pages/s | b/a (pages/s) |")
+    print("| mode | pages | (a) engine direct s | (a) pages/s | (b) embedded stack s | (b) pages/s | b/a (pages/s) |")
     print("|---|---|---|---|---|---|---|")
     print(f"| {args.mode} | {args.pages} | {a:.1f} | {args.pages / a:.3f} | {b:.1f} | {args.pages / b:.3f} "
           f"| {a / b:.3f} |")

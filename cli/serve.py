@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -16,6 +17,8 @@ from common.db import Database
 from common.services import keys
 from common.settings import Settings
 from worker.celeryconfig import WEBHOOK_QUEUE
+
+PR_SET_PDEATHSIG = 1
 
 
 def first_key(settings: Settings) -> str | None:
@@ -39,7 +42,13 @@ def start_worker(*, beat: bool, queues: str | None = None) -> subprocess.Popen:
     # solo: one process reading one page at a time with every core, and acks without a 2 s poll delay.
     args = [sys.executable, "-m", "cli.main", "worker", "--pool", "solo"] + (["--beat"] if beat else [])
     args += ["--queues", queues] if queues else []
-    return subprocess.Popen(args, env=os.environ.copy(), start_new_session=True)
+    return subprocess.Popen(args, env=os.environ.copy(), start_new_session=True, preexec_fn=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM the worker if `ocrq serve` dies without cleaning up (e.g. SIGKILL)."""
+    if sys.platform == "linux":
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def serve(settings: Settings, *, host: str, port: int) -> None:

@@ -56,7 +56,8 @@ def render(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) 
     """The whole result in one format; pages in document order whatever order they finished in."""
     pages = sorted(pages, key=lambda p: p.index)
     if fmt == "json":
-        body = {"job_id": job.id, "status": status or job.status, "metadata": job.meta, "pages": [page_json(p) for p in pages]}
+        body = {"job_id": job.id, "status": status or job.status, "metadata": job.meta,
+                "pages": [page_json(p) for p in pages]}
         return json.dumps(body, ensure_ascii=False)
     parts = []
     for page in pages:

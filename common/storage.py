@@ -45,8 +45,8 @@ def s3_client(settings: Settings) -> BaseClient:
         region_name=settings.s3_region,
         aws_access_key_id=settings.s3_access_key_id,
         aws_secret_access_key=settings.s3_secret_access_key,
-        config=Config(signature_version="s3v4", s3={"addressing_style": "path"}, retries={"max_attempts": 5, "mode": "standard"},
-                      connect_timeout=10, read_timeout=60),
+        config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                      retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=60),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -38,9 +39,9 @@ def samples() -> Path:
     return SAMPLES
 
 
-@pytest.fixture(scope="session")
-def pg_url():
-    """A fresh database for this test session, migrated to head, dropped afterwards."""
+@contextmanager
+def fresh_database():
+    """A new Postgres database migrated to head, dropped afterwards."""
     from common import migrate
 
     name = f"ocrq_t_{uuid.uuid4().hex[:12]}"
@@ -50,10 +51,19 @@ def pg_url():
         _missing("Postgres", exc)
     admin.execute(f'CREATE DATABASE "{name}"')
     url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    migrate.upgrade(url)
-    yield url
-    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+    try:
+        migrate.upgrade(url)
+        yield url
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """The database of this test session."""
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,9 @@ def store_large_result(ctx: WorkerContext, *, job_id: str) -> None:
     with ctx.db.session() as session:
         job = session.get(Job, job_id)
         pages = list(session.scalars(select(Page).where(Page.job_id == job_id)))
-    if any(p.status in job_states.PAGE_ACTIVE for p in pages) or not any(p.status == "succeeded" for p in pages):
+    if job.status != "running" or any(p.status in job_states.PAGE_ACTIVE for p in pages):
+        return
+    if not any(p.status == "succeeded" for p in pages):
         return
     if sum(len(p.text or "") for p in pages) <= ctx.settings.inline_result_bytes:
         return

@@ -111,7 +111,7 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
         results = ctx.engine.read([rendered.image for _, rendered in ready])
         elapsed = time.perf_counter() - started
         for (c, rendered), result in zip(ready, results, strict=True):
-            ctx.metrics.page_read(engine=ctx.engine.name, seconds=getattr(result, "seconds", elapsed), result=result)
+            ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=result)
             if isinstance(result, EngineError) and result.retryable and c.attempts < max_attempts:
                 _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts)
             else:

@@ -18,7 +18,7 @@ from common import job_states
 from common.models import Job, Page
 from common.models.base import utcnow
 from common.settings import Settings
-from worker import dispatch, routing
+from worker import routing
 from worker.context import WorkerContext
 
 

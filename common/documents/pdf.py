@@ -163,7 +163,6 @@ def render_pdf_page(
             raise DocumentRejected("invalid_pdf", f"Page {index + 1} of the PDF cannot be read.") from None
         try:
             check_page_images(page, index=index, limits=limits)
-            scale = render_scale(page.get_width(), page.get_height(), longest_side=limits.longest_side)
             width, height = rendered_size(page.get_width(), page.get_height(), longest_side=limits.longest_side)
             stride = 3 * width
             if shared is not None and stride * height <= len(shared):

@@ -26,7 +26,8 @@ def ensure_tenant(session: Session, *, tenant_id: str) -> None:
     insert_ignoring_conflicts(session, Tenant, [{"id": tenant_id}], keys=["id"])
 
 
-def create_key(session: Session, *, tenant_id: str, name: str = "default", key: str | None = None) -> tuple[ApiKey, str]:
+def create_key(session: Session, *, tenant_id: str, name: str = "default",
+               key: str | None = None) -> tuple[ApiKey, str]:
     """Create a key for the tenant (creating the tenant if new); returns the row and the plain key."""
     key = key or KEY_PREFIX + secrets.token_urlsafe(32)
     ensure_tenant(session, tenant_id=tenant_id)

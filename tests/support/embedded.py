@@ -46,7 +46,8 @@ class EmbeddedServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"ocrq serve exited:\n{self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200 and b" ready." in self.log.read_bytes():
+                up = httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+                if up and b" ready." in self.log.read_bytes():
                     return
             except httpx.HTTPError:
                 pass

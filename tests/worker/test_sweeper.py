@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import redis
 
 from common.queue_depth import depths_of
-from tests.conftest import KEY_A, make_settings
+from tests.conftest import KEY_A, fresh_database, make_settings
 from tests.support.stack import Stack, wait_for_job
 from worker import sweeper
 from worker.celery_app import create_celery
@@ -22,8 +23,15 @@ def _lose_everything(settings) -> int:
     return client.delete(*keys) if keys else 0
 
 
-def test_lost_prepare_and_page_messages_are_republished(tmp_path, pg_url, redis_url, s3, samples):
-    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3,
+@pytest.fixture()
+def own_database():
+    """The sweeper looks at every tenant's jobs: give it a database where only this test's job exists."""
+    with fresh_database() as url:
+        yield url
+
+
+def test_lost_prepare_and_page_messages_are_republished(tmp_path, own_database, redis_url, s3, samples):
+    settings = make_settings(home=tmp_path / "home", pg_url=own_database, redis_url=redis_url, s3=s3,
                              stale_requeue_after_s=1)
     ctx = WorkerContext(app=create_celery(settings), settings=settings)
     with Stack(settings, logs=tmp_path) as stack:
