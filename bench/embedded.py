@@ -62,13 +62,13 @@ def direct(engine: CpuEngine, pages: list[tuple[Path, int]], limits: Limits) -> 
     return time.perf_counter() - started, in_engine
 
 
-def wait(client: httpx.Client, job_ids: list[str]) -> list[dict]:
-    """Poll one job at a time (jobs finish roughly in order), staying under the per-tenant rate limit."""
+def wait(client: httpx.Client, job_ids: list[str], *, interval: float = 0.5) -> list[dict]:
+    """Poll one job at a time (jobs finish roughly in order) every `interval` s, as `ocrq submit --wait` does."""
     jobs = []
     for job_id in job_ids:
         while (body := client.get(f"/jobs/{job_id}").raise_for_status().json())["status"] not in (
                 "succeeded", "failed", "canceled"):
-            time.sleep(0.05)
+            time.sleep(interval)
         jobs.append(body)
     return jobs
 
@@ -96,7 +96,7 @@ def idle_latency(client: httpx.Client, page: Path, repeats: int) -> list[float]:
         sent = datetime.now().astimezone()
         with page.open("rb") as body:
             job_id = client.post("/jobs", files={"file": (page.name, body)}).json()["id"]
-        [job] = wait(client, [job_id])
+        [job] = wait(client, [job_id], interval=0.05)
         out.append((datetime.fromisoformat(job["started_at"]) - sent).total_seconds())
     return out
 
