@@ -12,7 +12,8 @@ from common.models.base import Base, new_id, utcnow
 
 class Job(Base):
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_tenant_created", "tenant_id", "created_at"), Index("ix_jobs_status", "status"))
+    __table_args__ = (Index("ix_jobs_tenant_created", "tenant_id", "created_at"), Index("ix_jobs_status", "status"),
+                      Index("ix_jobs_finished_at", "finished_at"))
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     tenant_id: Mapped[str] = mapped_column(String(64))
@@ -50,7 +51,8 @@ class Job(Base):
 
 class Page(Base):
     __tablename__ = "pages"
-    __table_args__ = (UniqueConstraint("job_id", "index"), Index("ix_pages_status_enqueued", "status", "enqueued_at"))
+    __table_args__ = (UniqueConstraint("job_id", "index"), Index("ix_pages_status_enqueued", "status", "enqueued_at"),
+                      Index("ix_pages_finished_at", "finished_at"))
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
