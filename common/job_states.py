@@ -104,6 +104,11 @@ def requeue_page(session: Session, *, page_id: str) -> bool:
     return result.rowcount == 1
 
 
+def mark_enqueued(session: Session, *, page_ids: list[str]) -> None:
+    """Stamp queued pages as just published, so the sweeper does not take them for lost ones."""
+    session.execute(update(Page).where(Page.id.in_(page_ids), Page.status == "queued").values(enqueued_at=utcnow()))
+
+
 def refresh_counts(session: Session, *, job_id: str) -> None:
     """Derive pages_done and pages_failed from the pages, so repeating it is harmless."""
     done = select(func.count()).where(Page.job_id == job_id, Page.status.in_(PAGE_DONE)).scalar_subquery()

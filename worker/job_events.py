@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import select, update
+from sqlalchemy import exists, func, select, update
 
 from common import job_states, results
 from common.models import Job, Page
@@ -23,14 +23,15 @@ def store_large_result(ctx: WorkerContext, *, job_id: str) -> None:
     two closers racing write the same objects, which is harmless.
     """
     with ctx.db.session() as session:
+        # Cheap checks first: this runs after every page, and only the last one needs the pages' text.
         job = session.get(Job, job_id)
+        if job.status != "running" or session.scalar(select(exists().where(
+                Page.job_id == job_id, Page.status.in_(job_states.PAGE_ACTIVE)))):
+            return
+        size = session.scalar(select(func.coalesce(func.sum(func.length(Page.text)), 0)).where(Page.job_id == job_id))
+        if size <= ctx.settings.inline_result_bytes:
+            return
         pages = list(session.scalars(select(Page).where(Page.job_id == job_id)))
-    if job.status != "running" or any(p.status in job_states.PAGE_ACTIVE for p in pages):
-        return
-    if not any(p.status == "succeeded" for p in pages):
-        return
-    if sum(len(p.text or "") for p in pages) <= ctx.settings.inline_result_bytes:
-        return
     prefix = result_prefix(tenant_id=job.tenant_id, job_id=job_id)
     for fmt in results.FORMATS:
         body = results.render(job, pages, fmt, status="succeeded").encode()

@@ -13,7 +13,6 @@ from common.documents import (DocumentRejected, PageRangeError, RenderedPage, in
                               render_page)
 from common.log_format import bind_job
 from common.models import Job, Page
-from common.models.base import utcnow
 from common.netguard import FetchError
 from common.object_keys import source_key
 from common.sql import insert_ignoring_conflicts
@@ -59,7 +58,7 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
             )
         )
         page_ids = list(session.scalars(select(Page.id).where(Page.job_id == job_id, Page.status == "queued")))
-        session.execute(update(Page).where(Page.id.in_(page_ids)).values(enqueued_at=utcnow()))
+        job_states.mark_enqueued(session, page_ids=page_ids)
     routing.publish_pages(ctx, page_ids=page_ids, lane=job.priority)
     log.info("job split into pages", extra={"pages": len(indices), "published": len(page_ids)})
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from sqlalchemy import and_, exists, or_, select, update
+from sqlalchemy import and_, exists, or_, select
 
+from common import job_states
 from common.job_states import PAGE_ACTIVE
 from common.models import Job, Page
 from common.models.base import utcnow
@@ -56,7 +57,8 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
         ids = [page_id for page_id, page_lane in pages if page_lane == lane]
         lane_queues = [page_queue(lane)] + [buckets.gpu_queue(lane, b) for b in buckets.buckets()]
         if sum(depths_of(ctx.settings, lane_queues).values()) == 0:
-            _touch(ctx, ids)
+            with ctx.db.session() as session:
+                job_states.mark_enqueued(session, page_ids=ids)
             routing.publish_pages(ctx, page_ids=ids, lane=lane)
             counts["pages"] += len(ids)
     for job_id in orphans:
@@ -67,6 +69,4 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
     return counts
 
 
-def _touch(ctx: WorkerContext, page_ids: list[str]) -> None:
-    with ctx.db.session() as session:
-        session.execute(update(Page).where(Page.id.in_(page_ids), Page.status == "queued").values(enqueued_at=utcnow()))
+

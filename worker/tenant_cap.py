@@ -76,7 +76,6 @@ def _running_elsewhere(tenant_id: str, page_id: str, settings: Settings):
 def defer(ctx: WorkerContext, *, page_id: str, lane: str) -> None:
     """Publish the page again a little later; it was never claimed, so no attempt is counted."""
     with ctx.db.session() as session:
-        # Fresh enqueued_at: the sweeper must not take the waiting page for a lost one.
-        session.execute(update(Page).where(Page.id == page_id, Page.status == "queued").values(enqueued_at=utcnow()))
+        job_states.mark_enqueued(session, page_ids=[page_id])
     countdown = ctx.settings.tenant_defer_s * (1 + random.random() / 2)
     routing.publish_pages(ctx, page_ids=[page_id], lane=lane, countdown=countdown)
