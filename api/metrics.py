@@ -4,6 +4,7 @@ engines and the metrics files of the workers on this host."""
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import func, select
 
+from common.engine_lanes import configured_engines
 from common.engine_metrics import scrape_engine
+from common.engine_probe import probe_engines
 from common.job_states import JOB_ACTIVE, JOB_TERMINAL, PAGE_ACTIVE, PAGE_DONE
 from common.models import Job, Page, WebhookAttempt, WebhookDelivery
 from common.models.base import utcnow
@@ -33,7 +36,7 @@ class ServiceCollector:
         self.svc = svc
         known = [q.name for q in svc.celery.conf.task_queues or []] + [page_queue(lane) for lane in LANES]
         self.queues = QueueDepths(svc.settings, known=known)
-        self.engine_urls = svc.settings.engine_urls if svc.settings.engine == "vllm" else []
+        self.engines = configured_engines(svc.settings)
         self.http = httpx.Client(timeout=svc.settings.engine_metrics_timeout_s)
 
     def collect(self):
@@ -75,25 +78,45 @@ class ServiceCollector:
                         self.queues.read())
 
     def _engines(self):
-        if not self.engine_urls:
+        if not self.engines:
             return
+        urls = list(dict.fromkeys(ref.url for ref in self.engines))
+        with ThreadPoolExecutor(max_workers=len(urls), thread_name_prefix="engine-metrics") as pool:
+            scraped = pool.map(lambda url: scrape_engine(self.http, url), urls)
+            probes = probe_engines(self.http, self.engines)
+            stats = dict(zip(urls, scraped, strict=True))
+        labels = ["url", "lane"]
         families = {
-            "up": GaugeMetricFamily("ocrq_engine_up", "Whether the engine's /metrics answered.", labels=["engine"]),
+            "up": GaugeMetricFamily("ocrq_engine_up", "Whether the engine answers /v1/models.", labels=labels),
             "kv": GaugeMetricFamily("ocrq_engine_kv_cache_usage_ratio", "KV cache in use, 0-1 (from vLLM).",
-                                    labels=["engine"]),
+                                    labels=labels),
             "running": GaugeMetricFamily("ocrq_engine_requests_running", "Requests the engine is running.",
-                                         labels=["engine"]),
+                                         labels=labels),
             "waiting": GaugeMetricFamily("ocrq_engine_requests_waiting", "Requests waiting in the engine.",
-                                         labels=["engine"]),
+                                         labels=labels),
+            "shared": GaugeMetricFamily(
+                "ocrq_engine_shared_weight_bytes",
+                "Weight bytes the engine maps from the holder (attached), or exports (holder); 0 when it owns them.",
+                labels=[*labels, "role"]),
+            "kv_bytes": GaugeMetricFamily("ocrq_engine_kv_cache_bytes", "Bytes of the engine's KV cache.",
+                                          labels=labels),
         }
-        for url in self.engine_urls:
-            stats = scrape_engine(self.http, url)
-            families["up"].add_metric([stats.url], 1 if stats.up else 0)
-            for key, value in (("kv", stats.kv_cache_usage), ("running", stats.running),
-                               ("waiting", stats.waiting)):
+        for probe in probes:
+            key, engine_stats = [probe.url, probe.lane], stats[probe.url]
+            families["up"].add_metric(key, 1 if probe.up else 0)
+            for name, value in (("kv", engine_stats.kv_cache_usage), ("running", engine_stats.running),
+                                ("waiting", engine_stats.waiting)):
                 if value is not None:
-                    families[key].add_metric([stats.url], value)
+                    families[name].add_metric(key, value)
+            weights = probe.weights or {}
+            if weights.get("role"):
+                families["shared"].add_metric([*key, str(weights["role"])], _number(weights.get("shared_bytes")))
+            if weights.get("kv_cache_bytes") is not None:
+                families["kv_bytes"].add_metric(key, _number(weights["kv_cache_bytes"]))
         yield from families.values()
+        sharing = {probe.url for probe in probes if probe.shares_weights}
+        yield GaugeMetricFamily("ocrq_engines_sharing_weights",
+                                "Engines holding or attached to one shared copy of the weights.", value=len(sharing))
 
     def close(self) -> None:
         self.queues.close()
@@ -109,6 +132,13 @@ class WorkerFilesCollector:
     def collect(self):
         files = [str(f) for f in self.folder.glob("*/*.db")]
         return MultiProcessCollector.merge(files) if files else []
+
+
+def _number(value) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _by_label(name: str, documentation: str, label: str, counts: dict) -> GaugeMetricFamily:

@@ -18,7 +18,13 @@ def engine(
     model: Annotated[str, typer.Option(help="Hub id or local model directory.")] = DEFAULT_MODEL,
     port: Annotated[int, typer.Option(help="First engine's port; further engines take the next ones.")] = 8100,
     host: Annotated[str, typer.Option(help="Address the engines listen on.")] = "127.0.0.1",
-    engines_per_gpu: Annotated[int, typer.Option(help="Engines (lanes) per GPU, splitting its memory.")] = 1,
+    engines_per_gpu: Annotated[int, typer.Option(help="Bulk engines per GPU (ignored with --lanes).")] = 1,
+    lanes: Annotated[str, typer.Option(help="Engines per GPU by lane, e.g. bulk,interactive.")] = "",
+    share_weights: Annotated[bool | None, typer.Option(
+        help="Engines of one GPU map one copy of the weights (default: on with several engines per GPU).")] = None,
+    kv_cache_gib: Annotated[float | None, typer.Option(help="Fixed KV cache per bulk engine, GiB.")] = None,
+    state_dir: Annotated[Path | None, typer.Option(help="Weight handles and engine state (default: a temp dir).")]
+    = None,
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices; default: all.")] = "",
     served_model_name: Annotated[str | None, typer.Option(help="Name clients use; default: --model.")] = None,
     kv_cache_dtype: Annotated[str | None, typer.Option(help="Override: bf16 or fp8.")] = None,
@@ -42,9 +48,11 @@ def engine(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    lane_list = tuple(lane.strip() for lane in lanes.split(",") if lane.strip())
     if backend == "cpu":
         specs = engine_launcher.plan_cpu(
-            served_model_name=served_model_name or model, host=host, port=port, concurrency=cpu_concurrency
+            served_model_name=served_model_name or model, host=host, port=port, concurrency=cpu_concurrency,
+            lanes=lane_list,
         )
     elif backend == "vllm":
         try:
@@ -59,6 +67,7 @@ def engine(
                 renderer_workers=renderer_workers,
                 cuda_graphs=cuda_graphs,
                 encoder_plugin=encoder_plugin,
+                kv_cache_gib=kv_cache_gib,
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
@@ -67,11 +76,16 @@ def engine(
         chosen_gpus = [g for g in found if not wanted or g["index"] in wanted]
         if dry_run and not chosen_gpus:
             chosen_gpus = [{"index": g or "0", "memory_gib": 80.0} for g in (wanted or {"0"})]
-        specs = engine_launcher.plan_vllm(
-            profile=chosen, model=model, served_model_name=served_model_name, host=host, port=port,
-            gpus=chosen_gpus, engines_per_gpu=engines_per_gpu, memory_cap_gib=memory_cap_gib,
-            load_format=load_format,
-        )
+        engine_count = len(lane_list) or engines_per_gpu
+        try:
+            specs = engine_launcher.plan_vllm(
+                profile=chosen, model=model, served_model_name=served_model_name, host=host, port=port,
+                gpus=chosen_gpus, engines_per_gpu=engines_per_gpu, lanes=lane_list,
+                share_weights=engine_count > 1 if share_weights is None else share_weights,
+                state_dir=state_dir, memory_cap_gib=memory_cap_gib, load_format=load_format,
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
     else:
         raise typer.BadParameter("backend must be vllm or cpu")
     if dry_run:

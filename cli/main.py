@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -67,14 +67,18 @@ def worker(
     pool: Annotated[str, typer.Option(help="prefork (time limits, crash isolation) or solo (one task inline).")]
     = "prefork",
     gpu: Annotated[bool, typer.Option(help="Read pages through the vLLM engines, in same-size batches.")] = False,
+    lane: Annotated[Literal["all", "interactive", "bulk"],
+                    typer.Option(help="With --gpu: serve only this priority lane, through its engines.")] = "all",
 ) -> None:
     """Run a Celery worker."""
     from worker.run import run_worker
 
+    if lane != "all" and not gpu:
+        raise typer.BadParameter("--lane needs --gpu", param_hint="--lane")
     settings = get_settings()
     run_worker(settings, queues=queues.split(",") if queues else None,
                concurrency=concurrency or settings.worker_concurrency, beat=beat, pool=pool,
-               gpu=gpu)
+               gpu=gpu, lane=lane)
 
 
 app.command("engine")(engine)

@@ -22,6 +22,7 @@ class PageOutcome:
     text: str | None = None
     error: str | None = None
     engine: str | None = None
+    engine_url: str | None = None
     model: str | None = None
     seconds: float | None = None
     width: int | None = None
@@ -86,6 +87,7 @@ def finish_page(session: Session, *, page_id: str, outcome: PageOutcome) -> bool
         "text": outcome.text,
         "error": outcome.error,
         "engine": outcome.engine,
+        "engine_url": outcome.engine_url,
         "model": outcome.model,
         "seconds": outcome.seconds,
         "finished_at": utcnow(),
@@ -96,11 +98,12 @@ def finish_page(session: Session, *, page_id: str, outcome: PageOutcome) -> bool
     return result.rowcount == 1
 
 
-def requeue_page(session: Session, *, page_id: str) -> bool:
-    """running -> queued, for a retry after a capacity error."""
-    result = session.execute(
-        update(Page).where(Page.id == page_id, Page.status == "running").values(status="queued", enqueued_at=utcnow())
-    )
+def requeue_page(session: Session, *, page_id: str, refund_attempt: bool = False) -> bool:
+    """running -> queued, for a retry after a capacity error; refund_attempt when the page was never read."""
+    values = {"status": "queued", "enqueued_at": utcnow()}
+    if refund_attempt:
+        values["attempts"] = Page.attempts - 1
+    result = session.execute(update(Page).where(Page.id == page_id, Page.status == "running").values(**values))
     return result.rowcount == 1
 
 

@@ -41,6 +41,8 @@ class Settings(BaseSettings):
 
     engine: Literal["cpu", "vllm"] = "cpu"
     engine_urls: CommaList = Field(default_factory=list)
+    # Engines of the interactive lane (small max_num_seqs); empty: engine_urls serve both lanes.
+    engine_interactive_urls: CommaList = Field(default_factory=list)
     engine_model: str = "lightonai/LightOnOCR-2-1B"
     engine_timeout_s: float = 180.0
     engine_max_in_flight: int = 64
@@ -48,6 +50,8 @@ class Settings(BaseSettings):
     engine_temperature: float = 0.2
     engine_top_p: float = 0.9
     engine_pair_size: int = 2
+    # The interactive lane sends each page as soon as it comes, without waiting for a pair.
+    engine_interactive_pair_size: int = Field(default=1, ge=1)
     # How long a GPU worker waits for a batch to fill before sending what it has.
     engine_batch_wait_s: float = 0.25
     engine_retries: int = 3
@@ -55,6 +59,14 @@ class Settings(BaseSettings):
     engine_retry_temperature: float = 0.6
     engine_repetition_retries: int = 1
     engine_image_format: Literal["png", "webp"] = "png"
+    # While no engine answers (restarting, holder lost), pages wait this long between tries without using
+    # their attempts, until their job is engine_outage_grace_s old.
+    engine_outage_retry_s: float = Field(default=10.0, gt=0)
+    engine_outage_grace_s: float = Field(default=1800.0, ge=0)
+    # JSON merged into every chat completion request: vLLM sampling extras, e.g. {"ignore_eos": true} in benchmarks.
+    engine_extra_body: dict = Field(default_factory=dict)
+    # Fail a page whose answer hit the token cap; off only where the output length is forced (ignore_eos).
+    engine_guard_repetition: bool = True
     cpu_threads: int = 0
 
     api_keys: CommaList = Field(default_factory=list)
@@ -132,7 +144,7 @@ class Settings(BaseSettings):
     # Seconds /metrics waits for each vLLM engine's own /metrics.
     engine_metrics_timeout_s: float = Field(default=2.0, gt=0)
 
-    @field_validator("engine_urls", "api_keys", "net_allowlist", mode="before")
+    @field_validator("engine_urls", "engine_interactive_urls", "api_keys", "net_allowlist", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):

@@ -1,4 +1,8 @@
-"""vLLM general plugin: the Pixtral vision encoder attends within each image instead of through a dense mask."""
+"""vLLM general plugin: per-image attention in the Pixtral vision encoder, and shared weights across engines.
+
+The encoder patch is on unless OCRQ_ENCODER_PLUGIN=0. The `ocrq_holder` and `ocrq_attach` load formats
+are registered in engines that `ocrq engine` starts to share one GPU's weights (OCRQ_SHARED_WEIGHTS_DIR set).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,13 @@ import os
 
 def register() -> None:
     """Entry point for `vllm.general_plugins`; safe to call more than once per process."""
-    if os.environ.get("OCRQ_ENCODER_PLUGIN", "1") == "0":
-        from vllm.logger import init_logger
+    from vllm.logger import init_logger
 
-        init_logger("vllm.ocrq_vllm_plugin").info("ocrq encoder plugin disabled by OCRQ_ENCODER_PLUGIN=0")
+    log = init_logger("vllm.ocrq_vllm_plugin")
+    if os.environ.get("OCRQ_SHARED_WEIGHTS_DIR"):
+        import ocrq_vllm_plugin.shared_weights  # noqa: F401  (registers the load formats)
+    if os.environ.get("OCRQ_ENCODER_PLUGIN", "1") == "0":
+        log.info("ocrq encoder plugin disabled by OCRQ_ENCODER_PLUGIN=0")
         return
     from ocrq_vllm_plugin.pixtral_attention import patch_pixtral
 

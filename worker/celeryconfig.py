@@ -30,9 +30,15 @@ def prepare_queue(lane: str) -> str:
     return PREPARE_BULK_QUEUE if lane == "bulk" else CONTROL_QUEUE
 
 
-def gpu_worker_default_queues() -> list[str]:
-    """Queues a GPU worker consumes: interactive buckets before bulk ones, and the splitting of jobs."""
-    return [CONTROL_QUEUE, *gpu_worker_queues("interactive"), PREPARE_BULK_QUEUE, *gpu_worker_queues("bulk")]
+def gpu_worker_default_queues(lane: str = "all") -> list[str]:
+    """Queues a GPU worker consumes: interactive buckets before bulk ones, and the splitting of jobs.
+
+    A worker of one lane takes only that lane's buckets and the splitting of that lane's jobs (interactive
+    jobs are split on the control queue), so an interactive page never waits behind a bulk batch.
+    """
+    interactive = [CONTROL_QUEUE, *gpu_worker_queues("interactive")]
+    bulk = [PREPARE_BULK_QUEUE, *gpu_worker_queues("bulk")]
+    return {"interactive": interactive, "bulk": bulk}.get(lane, interactive + bulk)
 
 
 def gpu_worker_config(settings: Settings) -> dict:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -14,20 +16,36 @@ from pathlib import Path
 
 import httpx
 
-from worker.engines.profiles import DEFAULT_MODEL, Profile, capped, plugin_env, serve_argv
+from worker.engines.profiles import (
+    DEFAULT_MODEL,
+    Profile,
+    capped,
+    for_lane,
+    plugin_env,
+    serve_argv,
+    size_engines,
+)
 
 log = logging.getLogger("ocrq.engine")
 
 
 @dataclass
 class EngineSpec:
-    """One engine process to run: its command, environment and address."""
+    """One engine process to run: its command, environment and address.
+
+    Engines of one GPU that share weights form a group: the holder loads them, the attached engines map
+    its memory, so they start after it and die with it.
+    """
 
     name: str
     argv: list[str]
     env: dict[str, str]
     url: str
     served_model_name: str
+    lane: str = "bulk"
+    role: str = "own"  # own | holder | attached
+    group: str | None = None
+    shared_dir: Path | None = None
 
 
 @dataclass
@@ -36,6 +54,7 @@ class RunningEngine:
     process: subprocess.Popen
     log_file: object | None = None
     started_at: float = field(default_factory=time.monotonic)
+    started_at_wall: float = field(default_factory=time.time)
     restarts: int = 0
 
 
@@ -64,32 +83,62 @@ def plan_vllm(
     port: int = 8100,
     gpus: list[dict],
     engines_per_gpu: int = 1,
+    lanes: tuple[str, ...] = (),
+    share_weights: bool = False,
+    state_dir: Path | None = None,
     memory_cap_gib: float | None = None,
     load_format: str | None = None,
     extra_args: tuple[str, ...] = (),
 ) -> list[EngineSpec]:
-    """One vLLM server per GPU and lane, on consecutive ports; the lanes of one GPU split its memory share."""
+    """vLLM servers on consecutive ports: per GPU one per lane (or engines_per_gpu bulk ones).
+
+    Several engines on one card each get a fixed KV cache; with share_weights the first is the holder
+    of the card's one copy of the weights and the others attach to it.
+    """
     if not gpus:
         raise RuntimeError("no GPU found (nvidia-smi); use --backend cpu on a machine without one")
     if engines_per_gpu < 1:
         raise ValueError("engines_per_gpu must be at least 1")
+    lanes = tuple(lanes) or ("bulk",) * engines_per_gpu
+    if share_weights and len(lanes) < 2:
+        raise ValueError("sharing weights needs at least two engines per GPU")
+    state_dir = state_dir or Path(tempfile.gettempdir()) / f"ocrq-engines-{port}"
+    name = served_model_name or model
     specs = []
     for gpu in gpus:
-        sized = capped(profile, cap_gib=memory_cap_gib, total_gib=gpu["memory_gib"]) if memory_cap_gib else profile
-        sized = replace(sized, gpu_memory_utilization=round(sized.gpu_memory_utilization / engines_per_gpu, 4))
-        for lane in range(engines_per_gpu):
+        card = capped(profile, cap_gib=memory_cap_gib, total_gib=gpu["memory_gib"]) if memory_cap_gib else profile
+        sized = [for_lane(card, lane) for lane in lanes]
+        if len(sized) > 1:
+            sized = size_engines(sized, total_gib=gpu["memory_gib"], share_weights=share_weights)
+        shared_dir = state_dir / f"gpu{gpu['index']}" if share_weights else None
+        for i, (lane, engine_profile) in enumerate(zip(lanes, sized)):
             engine_port = port + len(specs)
-            name = served_model_name or model
+            engine_name = f"vllm-gpu{gpu['index']}-{i}-{lane}"
+            role = "own" if not share_weights else ("holder" if i == 0 else "attached")
+            env = {
+                "CUDA_VISIBLE_DEVICES": str(gpu["index"]), **plugin_env(engine_profile),
+                "OCRQ_ENGINE_LANE": lane, "OCRQ_ENGINE_STATE_FILE": str(state_dir / f"{engine_name}.json"),
+            }
+            engine_format = load_format
+            if shared_dir is not None:
+                env["OCRQ_SHARED_WEIGHTS_DIR"] = str(shared_dir)
+                if role == "holder":
+                    env["OCRQ_HOLDER_LOAD_FORMAT"] = load_format or "auto"
+                engine_format = f"ocrq_{'holder' if role == 'holder' else 'attach'}"
             specs.append(
                 EngineSpec(
-                    name=f"vllm-gpu{gpu['index']}-{lane}",
+                    name=engine_name,
                     argv=serve_argv(
-                        sized, model=model, served_model_name=name, host=host, port=engine_port,
-                        load_format=load_format, extra_args=extra_args,
+                        engine_profile, model=model, served_model_name=name, host=host, port=engine_port,
+                        load_format=engine_format, extra_args=extra_args,
                     ),
-                    env={"CUDA_VISIBLE_DEVICES": str(gpu["index"]), **plugin_env(sized)},
+                    env=env,
                     url=f"http://{host}:{engine_port}",
                     served_model_name=name,
+                    lane=lane,
+                    role=role,
+                    group=f"gpu{gpu['index']}" if share_weights else None,
+                    shared_dir=shared_dir,
                 )
             )
     return specs
@@ -97,16 +146,23 @@ def plan_vllm(
 
 def plan_cpu(
     *, served_model_name: str = DEFAULT_MODEL, host: str = "127.0.0.1", port: int = 8100, concurrency: int = 1,
-    admin: bool = False,
+    admin: bool = False, lanes: tuple[str, ...] = (),
 ) -> list[EngineSpec]:
-    """The CPU stand-in server (rapidocr behind the same OpenAI-compatible API)."""
-    argv = [
-        sys.executable, "-m", "worker.engine_server_cpu", "--host", host, "--port", str(port),
-        "--served-model-name", served_model_name, "--concurrency", str(concurrency),
-    ]
-    if admin:
-        argv.append("--admin")
-    return [EngineSpec(name="cpu", argv=argv, env={}, url=f"http://{host}:{port}", served_model_name=served_model_name)]
+    """The CPU stand-in server (rapidocr behind the same OpenAI-compatible API), one per lane if lanes are given."""
+    specs = []
+    for i, lane in enumerate(lanes or (None,)):
+        argv = [
+            sys.executable, "-m", "worker.engine_server_cpu", "--host", host, "--port", str(port + i),
+            "--served-model-name", served_model_name, "--concurrency", str(concurrency),
+        ]
+        if admin:
+            argv.append("--admin")
+        if lane:
+            argv += ["--lane", lane]
+        specs.append(EngineSpec(name=f"cpu-{lane}" if lane else "cpu", argv=argv, env={},
+                                url=f"http://{host}:{port + i}", served_model_name=served_model_name,
+                                lane=lane or "bulk"))
+    return specs
 
 
 def is_ready(*, url: str, model: str, timeout_s: float = 5.0) -> bool:
@@ -174,6 +230,39 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
         pass
 
 
+def _alive(engine: RunningEngine) -> bool:
+    """The launched process runs and, for a weight holder, so does the engine core that exported the weights.
+
+    vLLM's API servers can outlive a killed engine core by minutes; its readers must not wait that long.
+    """
+    if engine.process.poll() is not None:
+        return False
+    if engine.spec.role != "holder":
+        return True
+    state_file = engine.spec.env.get("OCRQ_ENGINE_STATE_FILE")
+    try:
+        state = json.loads(Path(state_file).read_text()) if state_file else {}
+    except (OSError, ValueError):
+        return True  # not exported yet
+    pid = state.get("engine_pid")
+    if not pid or state.get("engine_started", 0) < engine.started_at_wall:
+        return True  # a previous run's state, or none yet
+    return _process_exists(pid)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def _clear_export(spec: EngineSpec) -> None:
+    if spec.shared_dir is not None:
+        (spec.shared_dir / "handles.pkl").unlink(missing_ok=True)
+
+
 def supervise(
     specs: list[EngineSpec],
     *,
@@ -184,7 +273,13 @@ def supervise(
     max_restarts: int = 10,
     on_ready=None,
 ) -> int:
-    """Run the engines until stop is set; a dead or never-ready engine is restarted with back-off."""
+    """Run the engines until stop is set; a dead or never-ready engine is restarted with back-off.
+
+    A holder that dies takes its attached engines down with it (their weights are gone); the group is
+    restarted holder first. Engines stop in reverse order, so holders outlive their readers.
+    """
+    for spec in specs:
+        _clear_export(spec)
     engines = [start(spec, log_dir=log_dir) for spec in specs]
     try:
         for engine in engines:
@@ -192,28 +287,42 @@ def supervise(
                 log.error("%s did not become ready (exit code %s)", engine.spec.name, engine.process.poll())
                 return 1
         if not stop.is_set():
-            log.info("all %d engine(s) ready: %s", len(engines), ", ".join(e.spec.url for e in engines))
+            log.info("all %d engine(s) ready: %s", len(engines),
+                     ", ".join(f"{e.spec.lane} {e.spec.url}" for e in engines))
             if on_ready:
                 on_ready([e.spec.url for e in engines])
         while not stop.wait(2.0):
-            for i, engine in enumerate(engines):
-                code = engine.process.poll()
-                if code is None:
-                    continue
+            dead = [i for i, engine in enumerate(engines) if not _alive(engine)]
+            for i in dead:
+                engine = engines[i]
+                if _alive(engine):
+                    continue  # restarted with its group already
                 if engine.restarts >= max_restarts:
-                    log.error("%s died (exit %s) %d times; giving up", engine.spec.name, code, engine.restarts)
+                    log.error("%s died (exit %s) %d times; giving up", engine.spec.name,
+                              engine.process.returncode, engine.restarts)
                     return 1
-                log.warning("%s died (exit %s); restarting in %.0f s", engine.spec.name, code, restart_backoff_s)
-                stop_engine(engine, grace_s=1.0)
+                group = [i]
+                if engine.spec.role == "holder":
+                    group += [j for j, e in enumerate(engines) if e.spec.group == engine.spec.group and j != i]
+                    log.warning("%s (weight holder) died (exit %s); stopping its %d attached engine(s)",
+                                engine.spec.name, engine.process.returncode, len(group) - 1)
+                else:
+                    log.warning("%s died (exit %s)", engine.spec.name, engine.process.returncode)
+                for j in reversed(group):
+                    stop_engine(engines[j], grace_s=1.0)
+                if engine.spec.role == "holder":
+                    _clear_export(engine.spec)
                 if stop.wait(restart_backoff_s * (2 ** min(engine.restarts, 5))):
                     break
-                fresh = start(engine.spec, log_dir=log_dir)
-                fresh.restarts = engine.restarts + 1
-                engines[i] = fresh
-                wait_ready(fresh, timeout_s=ready_timeout_s, stop=stop)
+                for j in group:
+                    fresh = start(engines[j].spec, log_dir=log_dir)
+                    fresh.restarts = engines[j].restarts + 1
+                    engines[j] = fresh
+                for j in group:
+                    wait_ready(engines[j], timeout_s=ready_timeout_s, stop=stop)
         return 0
     finally:
-        for engine in engines:
+        for engine in reversed(engines):
             stop_engine(engine)
         log.info("engines stopped")
 

@@ -1,11 +1,13 @@
 """An OpenAI-compatible OCR server on rapidocr: the dev/CI stand-in for a vLLM engine, with fault injection.
 
-    python -m worker.engine_server_cpu --port 8100 [--served-model-name NAME] [--admin]
+    python -m worker.engine_server_cpu --port 8100 [--served-model-name NAME] [--lane LANE] [--admin]
 
 /v1/models and /v1/chat/completions answer as vLLM does; the page is the data-URL image of the
-user message. With --admin (or admin=True), POST /admin/faults {"mode": "503"|"429"|"oom"|"length"|
-"delay", "count": N, "delay_s": S} makes the next N chat requests fail that way (-1: until cleared),
-and GET /admin/requests lists the chat requests seen, to check batch-1 degradation.
+user message. GET /ocrq/weights answers as the ocrq vLLM plugin does, for an engine that owns its
+weights (it shares nothing). With --admin (or admin=True), POST /admin/faults {"mode": "503"|"429"|
+"oom"|"dead"|"length"|"delay", "count": N, "delay_s": S} makes the next N chat requests fail that way (-1: until cleared),
+and GET /admin/requests lists the chat requests seen (their parameters without the messages), to check
+batch-1 degradation and what the client sent.
 OCRQ_CPU_ENGINE_FAULTS="503:2" sets a fault at start.
 """
 
@@ -32,7 +34,7 @@ from fastapi.responses import JSONResponse
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field
 
-FAULT_MODES = ("503", "429", "oom", "length", "delay")
+FAULT_MODES = ("503", "429", "oom", "dead", "length", "delay")
 MAX_DATA_URL_BYTES = 64 * 1024 * 1024
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -78,7 +80,7 @@ class RequestLog:
     max_in_flight: int = 0
 
     def start(self) -> dict:
-        entry = {"start": time.monotonic(), "end": None, "status": None, "temperature": None}
+        entry = {"start": time.monotonic(), "end": None, "status": None, "temperature": None, "params": {}}
         self.entries.append(entry)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -172,6 +174,7 @@ def create_app(
     concurrency: int = 1,
     ocr_threads: int = 0,
     faults: FaultSpec | None = None,
+    lane: str | None = None,
 ) -> FastAPI:
     """The server app; rapidocr loads once, in the lifespan."""
 
@@ -196,6 +199,11 @@ def create_app(
     async def health() -> dict:
         return {"ok": True, "pid": os.getpid()}
 
+    @app.get("/ocrq/weights")
+    async def weights() -> dict:
+        return {"role": "own", "lane": lane, "engine_pid": os.getpid(), "holder_pid": None, "shared_bytes": 0,
+                "weight_bytes_allocated": 0, "kv_cache_bytes": None, "tensors": 0, "state": "ok"}
+
     @app.get("/v1/models")
     async def models() -> dict:
         return {
@@ -212,6 +220,7 @@ def create_app(
             body = None
         if isinstance(body, dict):
             entry["temperature"] = body.get("temperature")
+            entry["params"] = {key: value for key, value in body.items() if key != "messages"}
             response = await _chat(body)
         else:
             response = _error(400, "body is not a JSON object", "BadRequestError")
@@ -234,6 +243,10 @@ def create_app(
                 "(injected torch.OutOfMemoryError)",
                 "InternalServerError",
             )
+        if mode == "dead":
+            # What vLLM's API server answers for requests in flight when its engine core dies.
+            return _error(500, "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                          "InternalServerError")
         if mode == "delay":
             await asyncio.sleep(delay_s)
         url = find_image_url(body.get("messages") or [])
@@ -296,6 +309,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--served-model-name", default="rapidocr")
     parser.add_argument("--concurrency", type=int, default=1, help="pages OCRed at once")
     parser.add_argument("--threads", type=int, default=0, help="onnxruntime threads per page (0: its default)")
+    parser.add_argument("--lane", choices=("interactive", "bulk"), default=None,
+                        help="the priority lane this engine serves, reported by /ocrq/weights")
     parser.add_argument("--admin", action="store_true", help="enable /admin/faults and /admin/requests")
     args = parser.parse_args(argv)
     app = create_app(
@@ -304,6 +319,7 @@ def main(argv: list[str] | None = None) -> None:
         concurrency=args.concurrency,
         ocr_threads=args.threads,
         faults=parse_fault_env(os.environ.get("OCRQ_CPU_ENGINE_FAULTS", "")),
+        lane=args.lane,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 

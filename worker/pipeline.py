@@ -13,6 +13,7 @@ from common.documents import (DocumentRejected, PageRangeError, RenderedPage, in
                               render_page)
 from common.log_format import bind_job
 from common.models import Job, Page
+from common.models.base import utcnow
 from common.netguard import FetchError
 from common.object_keys import source_key
 from common.sql import insert_ignoring_conflicts
@@ -111,7 +112,9 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
         elapsed = time.perf_counter() - started
         for (c, rendered), result in zip(ready, results, strict=True):
             ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=result)
-            if isinstance(result, EngineError) and result.retryable and c.attempts < max_attempts:
+            if _engine_down(ctx, result, c):
+                _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts, refund=True)
+            elif isinstance(result, EngineError) and result.retryable and c.attempts < max_attempts:
                 _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts)
             else:
                 outcomes[c.page.id] = _outcome(result, rendered)
@@ -145,8 +148,8 @@ def _outcome(result: PageText | EngineError, rendered: RenderedPage) -> job_stat
     size = {"width": rendered.width, "height": rendered.height}
     if isinstance(result, EngineError):
         return job_states.PageOutcome(error=f"{result.kind}: {result}", **size)
-    return job_states.PageOutcome(text=result.text, engine=result.engine, model=result.model,
-                                  seconds=result.seconds, **size)
+    return job_states.PageOutcome(text=result.text, engine=result.engine, engine_url=result.details.get("url"),
+                                  model=result.model, seconds=result.seconds, **size)
 
 
 def page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:
@@ -158,12 +161,21 @@ def page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:
         log.info("page read", extra={"seconds": outcome.seconds, "chars": len(outcome.text or "")})
 
 
-def _retry_later(ctx: WorkerContext, *, page_id: str, lane: str, attempts: int) -> None:
+def _engine_down(ctx: WorkerContext, result: PageText | EngineError, c: Claimed) -> bool:
+    """No engine answered at all: not the page's fault, so it waits for one without using up its attempts,
+    for as long as its job is younger than engine_outage_grace_s."""
+    if not (isinstance(result, EngineError) and result.kind == "unavailable"):
+        return False
+    return (utcnow() - c.job.created_at).total_seconds() < ctx.settings.engine_outage_grace_s
+
+
+def _retry_later(ctx: WorkerContext, *, page_id: str, lane: str, attempts: int, refund: bool = False) -> None:
     with ctx.db.session() as session:
-        job_states.requeue_page(session, page_id=page_id)
+        job_states.requeue_page(session, page_id=page_id, refund_attempt=refund)
     ctx.metrics.page_done("retried")
-    log.info("page put back for a retry", extra={"attempts": attempts})
-    routing.publish_pages(ctx, page_ids=[page_id], lane=lane, countdown=min(2**attempts, 60))
+    log.info("page put back for a retry", extra={"attempts": attempts, "engine_down": refund})
+    countdown = ctx.settings.engine_outage_retry_s if refund else min(2**attempts, 60)
+    routing.publish_pages(ctx, page_ids=[page_id], lane=lane, countdown=countdown)
 
 
 def close_job_if_done(ctx: WorkerContext, *, job_id: str) -> None:

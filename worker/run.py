@@ -6,6 +6,7 @@ import socket
 
 from celery.signals import setup_logging, worker_process_init, worker_ready
 
+from common import engine_lanes
 from common.settings import Settings
 from worker.celery_app import create_celery
 from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues, gpu_worker_config, gpu_worker_default_queues
@@ -13,15 +14,18 @@ from worker.context import context_of
 
 
 def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int, beat: bool, pool: str,
-               gpu: bool = False) -> None:
+               gpu: bool = False, lane: str = "all") -> None:
     import worker.tasks  # noqa: F401  (registers the tasks)
     from worker import gpu_tasks, metrics
 
+    if gpu:
+        # The app carries these settings to every process: the engine is built from the lane's URLs.
+        settings = engine_lanes.for_lane(settings, lane)
     app = create_celery(settings)
     if gpu:
         gpu_tasks.register(app, pair_size=settings.engine_pair_size, wait_s=settings.engine_batch_wait_s)
         app.conf.update(gpu_worker_config(settings))
-        queues = queues or gpu_worker_default_queues()
+        queues = queues or gpu_worker_default_queues(lane)
     metrics.install(app, settings)
     # The CLI configured logging (JSON or text) already; a receiver here stops Celery from replacing it.
     setup_logging.connect(lambda **_kwargs: None, weak=False)

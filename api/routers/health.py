@@ -19,7 +19,5 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz", responses={503: {}})
 async def readyz(svc: ServicesDep) -> JSONResponse:
-    checks = await run_in_threadpool(readiness, svc)
-    ready = all(v == "ok" for v in checks.values())
-    return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks},
-                        status_code=200 if ready else 503)
+    report = await run_in_threadpool(readiness, svc)
+    return JSONResponse(report, status_code=200 if report["status"] == "ready" else 503)

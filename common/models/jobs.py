@@ -63,6 +63,8 @@ class Page(Base):
     width: Mapped[int | None] = mapped_column(Integer)
     height: Mapped[int | None] = mapped_column(Integer)
     engine: Mapped[str | None] = mapped_column(String(32))
+    # The engine server that read the page (vLLM engines only).
+    engine_url: Mapped[str | None] = mapped_column(String(512))
     model: Mapped[str | None] = mapped_column(String(256))
     seconds: Mapped[float | None]
     error: Mapped[str | None] = mapped_column(Text)

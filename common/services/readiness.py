@@ -5,7 +5,12 @@ from __future__ import annotations
 import httpx
 from sqlalchemy import text
 
+from common.engine_lanes import configured_engines
+from common.engine_probe import EngineProbe, probe_engines
 from common.services.jobs import Services
+from common.settings import Settings
+
+ENGINE_TIMEOUT_S = 3.0
 
 
 def check_database(svc: Services) -> None:
@@ -22,30 +27,43 @@ def check_storage(svc: Services) -> None:
     svc.storage.ping()
 
 
-def check_engine(svc: Services) -> None:
-    """The CPU engine runs inside the workers; a vLLM engine must answer /v1/models."""
-    if svc.settings.engine == "cpu":
+def check_engine(settings: Settings, engines: list[EngineProbe]) -> None:
+    """The CPU engine runs inside the workers; each lane with vLLM engines needs one answering /v1/models."""
+    if settings.engine == "cpu":
         return
-    errors = []
-    for url in svc.settings.engine_urls:
-        try:
-            httpx.get(f"{url.rstrip('/')}/v1/models", timeout=3).raise_for_status()
-            return
-        except httpx.HTTPError as exc:
-            errors.append(f"{url}: {exc}")
-    raise RuntimeError("; ".join(errors) or "OCRQ_ENGINE_URLS is empty")
+    if not settings.engine_urls:
+        raise RuntimeError("OCRQ_ENGINE_URLS is empty")
+    down = []
+    for lane in dict.fromkeys(probe.lane for probe in engines):
+        of_lane = [probe for probe in engines if probe.lane == lane]
+        if not any(probe.up for probe in of_lane):
+            down.append(f"{lane} lane: no engine up (" + "; ".join(f"{p.url}: {p.error}" for p in of_lane) + ")")
+    if down:
+        raise RuntimeError("; ".join(down))
 
 
-CHECKS = {"database": check_database, "broker": check_broker, "storage": check_storage, "engine": check_engine}
+CHECKS = {"database": check_database, "broker": check_broker, "storage": check_storage}
 
 
-def readiness(svc: Services) -> dict[str, str]:
-    """'ok' or the error, for each dependency by name."""
-    report = {}
-    for name, check in CHECKS.items():
-        try:
-            check(svc)
-            report[name] = "ok"
-        except Exception as exc:  # any failure means not ready; the message says which
-            report[name] = f"error: {exc.__class__.__name__}: {exc}"[:300]
-    return report
+def _outcome(check, *args) -> str:
+    try:
+        check(*args)
+        return "ok"
+    except Exception as exc:  # any failure means not ready; the message says which
+        return f"error: {exc.__class__.__name__}: {exc}"[:300]
+
+
+def readiness(svc: Services) -> dict:
+    """'ok' or the error for each dependency by name, and what each configured engine answered."""
+    checks = {name: _outcome(check, svc) for name, check in CHECKS.items()}
+    engines: list[EngineProbe] = []
+    try:
+        with httpx.Client(timeout=ENGINE_TIMEOUT_S) as client:
+            engines = probe_engines(client, configured_engines(svc.settings))
+    except Exception as exc:  # readiness reports, it never fails itself
+        checks["engine"] = f"error: {exc.__class__.__name__}: {exc}"[:300]
+    else:
+        checks["engine"] = _outcome(check_engine, svc.settings, engines)
+    ready = all(value == "ok" for value in checks.values())
+    return {"status": "ready" if ready else "not ready", "checks": checks,
+            "engines": [probe.as_dict() for probe in engines]}

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The GPU measurements of issue 9, one after another, each under `timeout`; start.sh runs this from
+# The GPU measurements of issues 9 and 4, one after another, each under `timeout`; start.sh runs this from
 # /root/ocrq-repo. Results: $run/results.jsonl (one JSON line a measurement), $run/progress.txt, $run/logs/.
-#   steps: model check before after fp8 16gb   (default: all, in that order)
+#   steps: model check before after fp8 16gb diag   (issue 9; default: these but diag)
+#          ipc lanes share4 own4                      (issue 4 and the end-to-end figure of issue 9)
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
 . deploy/gpu/env.sh
+# An attached engine whose holder never publishes fails within this, not vLLM's 15-minute default.
+export OCRQ_ATTACH_TIMEOUT_S=300
 model_dir=/root/lightonocr-2-1b
 name=lightonai/LightOnOCR-2-1B
 port=8100
@@ -18,9 +21,15 @@ trap 'unserve; touch "$run/done"' EXIT
 
 say() { echo "[$(date +%T)] $*" | tee -a "$run/progress.txt"; }
 
-is_ready() {
+is_ready() {  # is_ready [URL]
   python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/v1/models', timeout=2)" \
-    "$url" 2>/dev/null
+    "${1:-$url}" 2>/dev/null
+}
+
+urls_of() {  # urls_of N: the first N engine URLs, comma-separated
+  local out="" i
+  for i in $(seq 0 $(($1 - 1))); do out+="${out:+,}http://127.0.0.1:$((port + i))"; done
+  echo "$out"
 }
 
 serve() {  # serve LABEL [ocrq engine options...]: start `ocrq engine`, wait for /v1/models
@@ -53,6 +62,38 @@ unserve() {  # stop the launcher (SIGTERM stops its engines); then whatever stil
   for pid in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
   launcher=
   sleep 3
+}
+
+serve_many() {  # serve_many LABEL N [ocrq engine options...]: start `ocrq engine` with N engines, wait for all
+  local label=$1 n=$2; shift 2
+  local t0 ready u; t0=$(date +%s)
+  say "serve $label ($n engines): ${load_args[*]} $*"
+  setsid python3 -m cli.engine --model "$model_dir" --served-model-name "$name" --port "$port" \
+    --log-dir "$run/logs/$label" --state-dir "$run/state-$label" "${load_args[@]}" "$@" \
+    > "$run/logs/$label.launcher.log" 2>&1 < /dev/null &
+  launcher=$!
+  while [ $(( $(date +%s) - t0 )) -lt "${READY_S:-480}" ]; do
+    ready=0
+    for u in $(urls_of "$n" | tr , ' '); do is_ready "$u" && ready=$((ready + 1)); done
+    if [ "$ready" -eq "$n" ]; then
+      local s=$(( $(date +%s) - t0 ))
+      say "ready $label after ${s}s"
+      printf '{"mode":"startup","label":"%s","engines":%d,"ready_s":%d,"args":"%s"}\n' "$label" "$n" "$s" "$*" >> "$results"
+      return 0
+    fi
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 2
+  done
+  say "FAILED to serve $label: $(grep -hE 'Error|error' "$run/logs/$label"/*.log 2>/dev/null | tail -3)"
+  unserve
+  return 1
+}
+
+share() {  # share SECONDS MODE LABEL [gpu_share options...]
+  local limit=$1 mode=$2 label=$3; shift 3
+  say "share $mode $label $*"
+  timeout "$limit" python3 bench/gpu_share.py "$mode" --model "$name" --label "$label" --out "$results" "$@" \
+    2>&1 | tail -n 2 | cut -c1-1500 | tee -a "$run/progress.txt"
 }
 
 serve_or_safe() {  # as serve, then once more with the flags known to run here (one API server, eager)
@@ -121,6 +162,75 @@ step_diag() {  # where the time goes: one API server (vLLM logs its throughput t
   bench 120 http diag-fp8-1api --pages 256 --tokens 1000
   bench 120 http diag-fp8-1api-greedy --pages 256 --tokens 1000 --temperature 0 --top-p 1
   bench 180 http diag-fp8-1api-512 --pages 512 --tokens 1000
+  unserve
+}
+
+step_ipc() {
+  say "CUDA IPC selfcheck: a reader maps a holder's parameters"
+  timeout 150 python3 -m ocrq_vllm_plugin.ipc_selfcheck 2>> "$run/logs/ipc.err" | tail -n 1 \
+    | tee -a "$run/progress.txt" >> "$results"
+}
+
+e2e() {  # e2e SECONDS MODE LABEL [gpu_e2e options...]: through the whole ocrq stack (deploy/gpu/stack.sh)
+  local limit=$1 mode=$2 label=$3; shift 3
+  say "e2e $mode $label $*"
+  timeout "$limit" python3 bench/gpu_e2e.py "$mode" --model "$name" --label "$label" --out "$results" "$@" \
+    2>&1 | tail -n 2 | cut -c1-2500 | tee -a "$run/progress.txt"
+}
+
+step_lanes() {  # issue 4 #3, #4 and issue 9 #2: bulk and interactive engines on one weight copy, behind ocrq
+  local svc_log=$run/logs/services.log share_flag=--share-weights
+  timeout 300 bash deploy/gpu/services.sh > "$svc_log" 2>&1 &
+  local svc_pid=$!
+  grep -q '"same_output": true' "$results" 2>/dev/null || { share_flag=--no-share-weights; say "IPC check failed: lanes without sharing"; }
+  if ! serve_many lanes 2 --profile h200 --lanes bulk,interactive "$share_flag"; then
+    [ "$share_flag" = --no-share-weights ] || serve_many lanes-own 2 --profile h200 --lanes bulk,interactive \
+      --no-share-weights || { wait "$svc_pid"; return; }
+  fi
+  wait "$svc_pid" || { say "services failed: $(tail -n 3 "$svc_log")"; unserve; return; }
+  tail -n 2 "$svc_log" | tee -a "$run/progress.txt"
+  share 60 memory lanes-2 --urls "$(urls_of 2)"
+  share 150 equality lanes-2 --urls "$(urls_of 2)" --pages 3 --tokens 64
+  OCRQ_ENGINE_URLS=$(urls_of 1) OCRQ_ENGINE_INTERACTIVE_URLS=http://127.0.0.1:$((port + 1)) OCRQ_ENGINE_MODEL=$name \
+    OCRQ_ENGINE_OUTAGE_RETRY_S=5 timeout 180 bash deploy/gpu/stack.sh start 1000 > "$run/logs/stack.log" 2>&1
+  tail -n 3 "$run/logs/stack.log" | tee -a "$run/progress.txt"
+  e2e 360 e2e e2e-bf16 --pages 256 --tokens 1000 --direct-url "$(urls_of 1)" --direct-when before
+  e2e 420 lanes lanes-bf16 --idle 8 --backlog 2000 --duration 60 --tokens 1000
+  share 480 kill-holder kill-holder --urls "$(urls_of 2)" --api http://127.0.0.1:8000 \
+    --key "$(cat /root/ocrq-svc/stack/api_key 2>/dev/null)" --jobs 20
+  timeout 120 bash deploy/gpu/stack.sh stop >> "$run/logs/stack.log" 2>&1
+  cp -r /root/ocrq-svc/logs "$run/logs/ocrq-svc" 2>/dev/null
+  unserve
+}
+
+step_lanes2() {  # issue 4 #3, #4 again: 8 interactive worker processes (one per interactive sequence), quicker start
+  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
+  local svc_pid=$!
+  serve_many lanes2 2 --profile h200 --lanes bulk,interactive --share-weights --api-server-count 2 \
+    || { wait "$svc_pid"; return; }
+  wait "$svc_pid" || { say "services failed"; unserve; return; }
+  OCRQ_ENGINE_URLS=$(urls_of 1) OCRQ_ENGINE_INTERACTIVE_URLS=http://127.0.0.1:$((port + 1)) OCRQ_ENGINE_MODEL=$name \
+    OCRQ_ENGINE_OUTAGE_RETRY_S=5 timeout 180 bash deploy/gpu/stack.sh start 1000 > "$run/logs/stack.log" 2>&1
+  e2e 240 lanes lanes2-bf16 --idle 4 --backlog 2000 --duration 45 --warmup 10 --tokens 1000
+  share 330 kill-holder kill-holder2 --urls "$(urls_of 2)" --api http://127.0.0.1:8000 \
+    --key "$(cat /root/ocrq-svc/stack/api_key 2>/dev/null)" --jobs 6 --timeout 300
+  timeout 60 bash deploy/gpu/stack.sh stop >> "$run/logs/stack.log" 2>&1
+  cp -r /root/ocrq-svc/logs "$run/logs/ocrq-svc" 2>/dev/null
+  unserve
+}
+
+step_share4() {  # issue 4 #1, #2: four engines, one copy of the weights, 8 GiB of KV cache each
+  serve_many share4 4 --profile h200 --engines-per-gpu 4 --share-weights --kv-cache-gib 8 \
+    --api-server-count 1 --renderer-workers 2 || return
+  share 90 memory shared-4 --urls "$(urls_of 4)"
+  share 180 equality shared-4 --urls "$(urls_of 4)" --pages 3 --tokens 64
+  unserve
+}
+
+step_own4() {  # the same four engines, each with its own copy
+  serve_many own4 4 --profile h200 --engines-per-gpu 4 --no-share-weights --kv-cache-gib 8 \
+    --api-server-count 1 --renderer-workers 2 || return
+  share 90 memory own-4 --urls "$(urls_of 4)"
   unserve
 }
 

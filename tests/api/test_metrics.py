@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -55,41 +57,66 @@ def test_queue_depth_counts_every_ocrq_queue_and_priority_in_redis(stack):
         client.delete(*client.keys(f"{prefix}{queue}*"))
 
 
-@pytest.fixture()
-def fake_vllm():
-    """An HTTP server on loopback answering /metrics as vLLM does: the edge this test is about."""
+@contextmanager
+def fake_vllm(weights: dict | None):
+    """An HTTP server on loopback answering /v1/models, /metrics and the ocrq plugin's /ocrq/weights as a vLLM
+    engine does: the edge this test is about. weights None: a plain engine without the plugin's route."""
+    routes = {"/metrics": VLLM_METRICS.encode(), "/v1/models": json.dumps({"data": [{"id": "m"}]}).encode()}
+    if weights is not None:
+        routes["/ocrq/weights"] = json.dumps(weights).encode()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
-            body = VLLM_METRICS.encode() if self.path == "/metrics" else b"not found"
-            self.send_response(200 if self.path == "/metrics" else 404)
+            body = routes.get(self.path)
+            self.send_response(200 if body else 404)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(body or b"not found")
 
         def log_message(self, *args):
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
-def test_vllm_engines_kv_cache_and_requests_are_proxied(tmp_path, pg_url, redis_url, s3, fake_vllm):
+def _weights(role: str, shared_bytes: int, kv_cache_bytes: int | None, lane: str) -> dict:
+    return {"role": role, "lane": lane, "engine_pid": 11, "holder_pid": 10, "shared_bytes": shared_bytes,
+            "weight_bytes_allocated": 0, "kv_cache_bytes": kv_cache_bytes, "tensors": 512, "state": "ok"}
+
+
+def test_vllm_engines_kv_cache_requests_and_weight_sharing_are_proxied(tmp_path, pg_url, redis_url, s3):
     dead = f"http://127.0.0.1:{free_port()}"
-    settings = make_settings(home=tmp_path, pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
-                             engine_urls=[fake_vllm + "/v1", dead])
-    with TestClient(create_app(settings)) as client:
-        got = samples_of(client.get("/metrics").text)
-    live = (("engine", fake_vllm),)
-    assert got[("ocrq_engine_up", live)] == 1
-    assert got[("ocrq_engine_kv_cache_usage_ratio", live)] == pytest.approx(0.42)
-    assert got[("ocrq_engine_requests_running", live)] == 5
-    assert got[("ocrq_engine_requests_waiting", live)] == 5
-    assert got[("ocrq_engine_up", (("engine", dead),))] == 0
-    assert ("ocrq_engine_kv_cache_usage_ratio", (("engine", dead),)) not in got
+    with fake_vllm(_weights("holder", 2_000_000_000, 60_000_000_000, "bulk")) as holder, \
+            fake_vllm(_weights("attached", 2_000_000_000, 8_000_000_000, "interactive")) as attached, \
+            fake_vllm(None) as plain:
+        settings = make_settings(home=tmp_path, pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                                 engine_urls=[holder + "/v1", dead, plain], engine_interactive_urls=[attached])
+        with TestClient(create_app(settings)) as client:
+            got = samples_of(client.get("/metrics").text)
+    bulk = (("lane", "bulk"), ("url", holder))
+    assert got[("ocrq_engine_up", bulk)] == 1
+    assert got[("ocrq_engine_kv_cache_usage_ratio", bulk)] == pytest.approx(0.42)
+    assert got[("ocrq_engine_requests_running", bulk)] == 5
+    assert got[("ocrq_engine_requests_waiting", bulk)] == 5
+    assert got[("ocrq_engine_shared_weight_bytes", (("lane", "bulk"), ("role", "holder"), ("url", holder)))] == 2e9
+    assert got[("ocrq_engine_kv_cache_bytes", bulk)] == 60e9
+    interactive = (("lane", "interactive"), ("url", attached))
+    assert got[("ocrq_engine_up", interactive)] == 1
+    assert got[("ocrq_engine_shared_weight_bytes",
+                (("lane", "interactive"), ("role", "attached"), ("url", attached)))] == 2e9
+    assert got[("ocrq_engine_kv_cache_bytes", interactive)] == 8e9
+    assert got[("ocrq_engines_sharing_weights", ())] == 2
+    # A plain engine is up but says nothing about weights; a dead one is down and reports nothing else.
+    assert got[("ocrq_engine_up", (("lane", "bulk"), ("url", plain)))] == 1
+    assert not any(name == "ocrq_engine_shared_weight_bytes" and dict(labels)["url"] == plain for name, labels in got)
+    assert got[("ocrq_engine_up", (("lane", "bulk"), ("url", dead)))] == 0
+    assert not any(dict(labels).get("url") == dead for name, labels in got if name != "ocrq_engine_up")
 
 
 def test_a_source_that_is_down_is_reported_and_the_rest_still_answers(tmp_path, s3):

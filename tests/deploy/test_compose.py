@@ -17,7 +17,8 @@ from worker.celeryconfig import build_config, cpu_worker_queues, gpu_worker_defa
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 CORE = {"postgres", "redis", "minio", "bucket", "migrate", "api", "worker", "webhook-worker", "flower"}
-GPU = {"engine", "gpu-worker"}
+GPU = {"engine", "gpu-worker", "gpu-worker-interactive"}
+GPU_WORKERS = ("gpu-worker", "gpu-worker-interactive")
 PINNED = re.compile(r"^[\w./-]+:(?!latest$)[\w.-]*\d[\w.-]*$")
 
 
@@ -82,7 +83,7 @@ def test_every_service_is_health_checked_or_a_one_shot_others_wait_for(compose):
             assert svc.get("restart") == "unless-stopped", name
         for dep, how in (svc.get("depends_on") or {}).items():
             assert how["condition"] in ("service_healthy", "service_completed_successfully"), (name, dep)
-    for name in ("api", "worker", "webhook-worker", "gpu-worker"):
+    for name in ("api", "worker", "webhook-worker", *GPU_WORKERS):
         assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully", name
 
 
@@ -114,8 +115,11 @@ def test_every_queue_has_a_consumer_and_every_consumed_queue_exists(compose):
                 continue
             if "--queues" in command:
                 consumed |= set(command[command.index("--queues") + 1].split(","))
+            elif "--gpu" in command:
+                lane = command[command.index("--lane") + 1] if "--lane" in command else "all"
+                consumed |= set(gpu_worker_default_queues(lane))
             else:
-                consumed |= set(gpu_worker_default_queues() if "--gpu" in command else cpu_worker_queues())
+                consumed |= set(cpu_worker_queues())
         assert consumed == expected, profile
 
 
@@ -128,8 +132,18 @@ def test_gpu_services_reserve_nvidia_devices_and_take_the_profile_from_the_envir
         for name in GPU:
             devices = services[name]["deploy"]["resources"]["reservations"]["devices"]
             assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"], name
-        assert services["gpu-worker"]["environment"]["OCRQ_ENGINE"] == "vllm"
-        assert services["gpu-worker"]["depends_on"]["engine"]["condition"] == "service_healthy"
+        for name in GPU_WORKERS:
+            assert services[name]["environment"]["OCRQ_ENGINE"] == "vllm", name
+            assert services[name]["depends_on"]["engine"]["condition"] == "service_healthy", name
+
+
+def test_each_priority_lane_has_its_own_gpu_worker_and_the_api_watches_both(compose):
+    services = resolved(compose, "--profile", "gpu", env={"OCRQ_ENGINE_INTERACTIVE_URLS": "http://engine:8101"})
+    lanes = {svc["command"][svc["command"].index("--lane") + 1]: name for name, svc in services.items()
+             if "--gpu" in (svc.get("command") or [])}
+    assert lanes == {"bulk": "gpu-worker", "interactive": "gpu-worker-interactive"}
+    for name in ("gpu-worker-interactive", "api"):
+        assert services[name]["environment"]["OCRQ_ENGINE_INTERACTIVE_URLS"] == "http://engine:8101", name
 
 
 def test_only_the_api_listens_beyond_loopback(compose):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -26,6 +27,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
             continue
         if isinstance(value, list):
             value = ",".join(str(v) for v in value)
+        elif isinstance(value, dict):
+            value = json.dumps(value)
         env[f"OCRQ_{name.upper()}"] = str(value)
     return env
 

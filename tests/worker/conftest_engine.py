@@ -6,7 +6,9 @@ Imported explicitly by the test modules that use them (tests/conftest.py belongs
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -46,6 +48,9 @@ class CpuEngineServer:
         spec = {"mode": mode, "count": count, "delay_s": delay_s}
         httpx.post(f"{self.url}/admin/faults", json=spec).raise_for_status()
 
+    def clear_faults(self) -> None:
+        httpx.delete(f"{self.url}/admin/faults").raise_for_status()
+
     def reset(self) -> None:
         httpx.delete(f"{self.url}/admin/faults").raise_for_status()
         httpx.delete(f"{self.url}/admin/requests").raise_for_status()
@@ -57,10 +62,13 @@ class CpuEngineServer:
         return httpx.get(f"{self.url}/admin/requests").json()["max_in_flight"]
 
 
-@pytest.fixture(scope="module")
-def cpu_engine_server():
+@contextmanager
+def running_cpu_engine(*, lane: str | None = None, concurrency: int = 2) -> Iterator[CpuEngineServer]:
     """The CPU engine server in its own process, started and stopped through worker.engine_launcher."""
-    (spec,) = engine_launcher.plan_cpu(served_model_name=MODEL, port=free_port(), concurrency=2, admin=True)
+    (spec,) = engine_launcher.plan_cpu(served_model_name=MODEL, port=free_port(), concurrency=concurrency,
+                                       admin=True)
+    if lane:
+        spec = replace(spec, argv=[*spec.argv, "--lane", lane])
     running = engine_launcher.start(spec)
     try:
         if not engine_launcher.wait_ready(running, timeout_s=60):
@@ -68,6 +76,12 @@ def cpu_engine_server():
         yield CpuEngineServer(url=spec.url, model=MODEL)
     finally:
         engine_launcher.stop_engine(running, grace_s=10)
+
+
+@pytest.fixture(scope="module")
+def cpu_engine_server():
+    with running_cpu_engine() as server:
+        yield server
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import signal
 import socket
 import threading
 import time
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 
 from cli.engine import engine as engine_command
 from worker import engine_launcher
+from worker.engines import profiles
 from worker.engines.profiles import (
     MAX_IMAGE_TOKENS,
     PROFILES,
@@ -133,14 +135,52 @@ def test_encoder_plugin_switch():
     assert plugin_env(get_profile("h200", encoder_plugin=False)) == {"OCRQ_ENCODER_PLUGIN": "0"}
 
 
-def test_plan_two_lanes_on_each_of_two_gpus():
+def test_plan_two_engines_on_each_of_two_gpus():
     gpus = [{"index": "0", "memory_gib": 80.0}, {"index": "1", "memory_gib": 80.0}]
     specs = engine_launcher.plan_vllm(profile=get_profile("a100-80"), gpus=gpus, engines_per_gpu=2, port=9000)
     assert [s.url for s in specs] == [f"http://127.0.0.1:{9000 + i}" for i in range(4)]
     assert [s.env["CUDA_VISIBLE_DEVICES"] for s in specs] == ["0", "0", "1", "1"]
-    shares = {float(flag(s.argv, "--gpu-memory-utilization")) for s in specs}
-    assert shares == {round(PROFILES["a100-80"].gpu_memory_utilization / 2, 4)}
     assert len({flag(s.argv, "--port") for s in specs}) == 4
+    # Without sharing each engine loads its own weights; both get the same fixed KV cache, and together
+    # they stay within the profile's share of the card.
+    kv = {int(flag(s.argv, "--kv-cache-memory-bytes")) for s in specs}
+    assert len(kv) == 1
+    per_engine = kv.pop() / 2**30 + profiles.ENGINE_OVERHEAD_GIB + profiles.WEIGHTS_GIB
+    assert 2 * per_engine == pytest.approx(PROFILES["a100-80"].gpu_memory_utilization * 80, abs=0.1)
+    assert all(s.role == "own" and "--load-format" not in s.argv for s in specs)
+
+
+def test_plan_lanes_sharing_one_copy_of_the_weights(tmp_path):
+    gpus = [{"index": "3", "memory_gib": 140.0}]
+    bulk, interactive = engine_launcher.plan_vllm(
+        profile=get_profile("h200"), model="/m", gpus=gpus, lanes=("bulk", "interactive"), share_weights=True,
+        state_dir=tmp_path, load_format="dummy", port=8100,
+    )
+    assert (bulk.role, interactive.role) == ("holder", "attached")
+    assert flag(bulk.argv, "--load-format") == "ocrq_holder" and bulk.env["OCRQ_HOLDER_LOAD_FORMAT"] == "dummy"
+    assert flag(interactive.argv, "--load-format") == "ocrq_attach"
+    assert bulk.env["OCRQ_SHARED_WEIGHTS_DIR"] == interactive.env["OCRQ_SHARED_WEIGHTS_DIR"] == str(tmp_path / "gpu3")
+    assert bulk.env["OCRQ_ENGINE_STATE_FILE"] != interactive.env["OCRQ_ENGINE_STATE_FILE"]
+    assert (bulk.env["OCRQ_ENGINE_LANE"], interactive.env["OCRQ_ENGINE_LANE"]) == ("bulk", "interactive")
+    assert flag(bulk.argv, "--middleware") == profiles.STATUS_MIDDLEWARE
+    # The interactive engine is small: few sequences and KV for exactly those at full length.
+    seqs = int(flag(interactive.argv, "--max-num-seqs"))
+    assert seqs == profiles.INTERACTIVE_MAX_NUM_SEQS < int(flag(bulk.argv, "--max-num-seqs"))
+    small_kv = int(flag(interactive.argv, "--kv-cache-memory-bytes"))
+    needed = seqs * int(flag(interactive.argv, "--max-model-len")) * profiles.KV_BYTES_PER_TOKEN_BF16
+    assert needed <= small_kv <= 1.2 * needed
+    # Weights count once: the bulk engine gets what the card has left after both engines' overheads.
+    big_kv = int(flag(bulk.argv, "--kv-cache-memory-bytes")) / 2**30
+    left = 0.9 * 140 - profiles.WEIGHTS_GIB - 2 * profiles.ENGINE_OVERHEAD_GIB - small_kv / 2**30
+    assert big_kv == pytest.approx(left, abs=0.05)
+
+
+def test_sharing_needs_two_engines_and_engines_must_fit():
+    gpus = [{"index": "0", "memory_gib": 16.0}]
+    with pytest.raises(ValueError, match="two engines"):
+        engine_launcher.plan_vllm(profile=get_profile("16gb"), gpus=gpus, share_weights=True)
+    with pytest.raises(ValueError, match="do not fit"):
+        engine_launcher.plan_vllm(profile=get_profile("16gb"), gpus=gpus, engines_per_gpu=4)
 
 
 def test_plan_without_gpu_is_refused():
@@ -204,3 +244,39 @@ def test_launcher_waits_for_ready_restarts_a_dead_engine_and_stops():
     assert codes == [0]
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{url}/health", timeout=2)
+
+
+@pytest.mark.timeout(240)
+def test_a_dead_holder_takes_its_attached_engines_down_and_the_group_restarts():
+    bulk, interactive = engine_launcher.plan_cpu(served_model_name="m", port=free_port(), lanes=("bulk", "interactive"))
+    specs = [replace(bulk, role="holder", group="gpu0"), replace(interactive, role="attached", group="gpu0")]
+    stop, ready = threading.Event(), threading.Event()
+    thread = threading.Thread(target=engine_launcher.supervise, args=(specs,), daemon=True,
+                              kwargs={"stop": stop, "restart_backoff_s": 0.2, "ready_timeout_s": 60,
+                                      "on_ready": lambda _: ready.set()})
+    thread.start()
+
+    def pids() -> list[int | None]:
+        out = []
+        for spec in specs:
+            try:
+                out.append(httpx.get(f"{spec.url}/health", timeout=2).json()["pid"])
+            except httpx.HTTPError:
+                out.append(None)
+        return out
+
+    try:
+        assert ready.wait(60), "engines never became ready"
+        first = pids()
+        os.kill(first[0], signal.SIGKILL)
+        deadline, now = time.monotonic() + 120, first
+        while time.monotonic() < deadline:
+            now = pids()
+            if None not in now and now[0] != first[0] and now[1] != first[1]:
+                break
+            time.sleep(0.5)
+        assert None not in now and now[0] != first[0], f"holder not restarted: {first} -> {now}"
+        assert now[1] != first[1], "the attached engine kept running on a dead holder's weights"
+    finally:
+        stop.set()
+        thread.join(60)

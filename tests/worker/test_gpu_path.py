@@ -3,6 +3,9 @@ size-bucketed queues, same-size batches of the profile's pair size, and batch-1 
 
 from __future__ import annotations
 
+import io
+import time
+
 import pytest
 from sqlalchemy import select
 
@@ -10,8 +13,8 @@ from common.models import Page
 from tests.common.hostile import pdf_of, text_page
 from tests.conftest import KEY_A, make_settings
 from tests.support.stack import Stack, wait_for_job
-from tests.worker.conftest_engine import MODEL, cpu_engine_server, server  # noqa: F401  (fixtures)
-from worker import buckets
+from tests.worker.conftest_engine import MODEL, cpu_engine_server, free_port, server  # noqa: F401  (fixtures)
+from worker import buckets, engine_launcher
 
 WORDS = ["granite", "saffron", "lattice", "quiver"]
 
@@ -65,3 +68,58 @@ def test_capacity_errors_are_retried_alone(gpu_stack, tmp_path, fault):
     assert all(p.status == "succeeded" for p in pages)
     statuses = [r["status"] for r in engine.requests()]
     assert statuses.count(200) == 4 and len(statuses) == 6, statuses
+
+
+def test_pages_wait_for_an_engine_that_is_down_without_using_their_attempts(tmp_path, pg_url, redis_url, s3):
+    """An engine restarting (or its weight holder lost) must not fail pages: they wait, then are read."""
+    port = free_port()
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[f"http://127.0.0.1:{port}"], engine_model=MODEL, engine_pair_size=1,
+                             engine_retries=1, engine_backoff_s=0.1, engine_outage_retry_s=1.0, page_retries=1)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--concurrency", "1")
+        client = stack.client(KEY_A)
+        image = text_page("Outage granite", size=(900, 300), font_size=48)
+        job_id = client.post("/jobs", files={"file": ("page.png", _png(image))}).json()["id"]
+        # Long enough for several tries: with attempts counted, page_retries=1 would have failed the job.
+        time.sleep(8)
+        body = client.get(f"/jobs/{job_id}").json()
+        assert body["status"] in ("queued", "running"), body
+        with stack.services.db.session() as session:
+            (page,) = session.scalars(select(Page).where(Page.job_id == job_id))
+            assert page.attempts <= 1, page.attempts
+        (spec,) = engine_launcher.plan_cpu(served_model_name=MODEL, port=port)
+        engine = engine_launcher.start(spec)
+        try:
+            assert engine_launcher.wait_ready(engine, timeout_s=60)
+            job = wait_for_job(client, job_id, timeout=120)
+        finally:
+            engine_launcher.stop_engine(engine, grace_s=10)
+    assert job["status"] == "succeeded", job
+    assert "granite" in client.get(f"/jobs/{job_id}/result", params={"format": "text"}).text
+
+
+def test_pages_in_flight_when_an_engine_core_dies_are_read_again(tmp_path, pg_url, redis_url, s3, server):  # noqa: F811
+    """vLLM answers 500 "EngineCore encountered an issue" to requests in flight when its engine dies (a killed
+    weight holder): the page goes back to the queue without using an attempt, and is read after the restart."""
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1, engine_retries=0,
+                             engine_outage_retry_s=0.5, page_retries=0)
+    server.faults("dead", count=2)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--concurrency", "1")
+        client = stack.client(KEY_A)
+        image = text_page("Restart saffron", size=(900, 300), font_size=48)
+        job_id = client.post("/jobs", files={"file": ("page.png", _png(image))}).json()["id"]
+        job = wait_for_job(client, job_id, timeout=120)
+        assert job["status"] == "succeeded", job
+        with stack.services.db.session() as session:
+            (page,) = session.scalars(select(Page).where(Page.job_id == job_id))
+            assert page.attempts == 1
+    assert [r["status"] for r in server.requests()] == [500, 500, 200]
+
+
+def _png(image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()

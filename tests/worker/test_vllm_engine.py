@@ -7,9 +7,11 @@ import io
 
 import pytest
 from PIL import Image
+from pydantic_settings import SettingsError
 
 pytest.register_assert_rewrite("tests.worker.conftest_engine")
 
+from common.settings import Settings
 from tests.worker.conftest_engine import free_port, render_page
 from worker.engines.base import EngineError, EngineOverloaded, PageText
 from worker.engines.vllm import VllmEngine, base_url, classify_failure, encode_page
@@ -146,6 +148,31 @@ def test_round_robin_over_engine_urls(server):
     assert [r.details["url"] for r in results] == [base_url(urls[i % 2]) for i in range(4)]
 
 
+def test_settings_read_the_engine_extras_and_the_interactive_engines_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OCRQ_ENGINE_EXTRA_BODY", '{"ignore_eos": true, "min_tokens": 8}')
+    monkeypatch.setenv("OCRQ_ENGINE_INTERACTIVE_URLS", " http://fast:8101 ,http://fast:8102/v1,")
+    monkeypatch.setenv("OCRQ_ENGINE_GUARD_REPETITION", "false")
+    settings = Settings(_env_file=None)
+    assert settings.engine_extra_body == {"ignore_eos": True, "min_tokens": 8}
+    assert settings.engine_interactive_urls == ["http://fast:8101", "http://fast:8102/v1"]
+    assert settings.engine_guard_repetition is False and settings.engine_interactive_pair_size == 1
+    monkeypatch.setenv("OCRQ_ENGINE_EXTRA_BODY", "ignore_eos")
+    with pytest.raises(SettingsError):
+        Settings(_env_file=None)
+
+
+def test_from_settings_sends_the_extra_body_and_can_let_a_forced_length_through(server):
+    settings = Settings(_env_file=None, engine="vllm", engine_urls=[server.url], engine_model=server.model,
+                        engine_extra_body={"ignore_eos": True}, engine_guard_repetition=False)
+    server.faults("length", count=1)
+    with VllmEngine.from_settings(settings) as engine:
+        (page,) = engine.read([render_page(INVOICE)])
+    # Benchmarks force the output length: a capped answer is then the page, not a runaway to retry or fail.
+    assert isinstance(page, PageText) and page.details["finish_reason"] == "length"
+    (request,) = server.requests()
+    assert request["params"]["ignore_eos"] is True and request["params"]["model"] == server.model
+
+
 def test_ping(server):
     with make_engine(server) as engine:
         assert engine.ping() is True
@@ -171,7 +198,9 @@ def test_encode_page_is_lossless():
         (400, "CUDA error: out of memory", "oom", True),
         (504, "gateway timeout", "overloaded", True),
         (400, "image too large", "invalid", False),
-        (500, "EngineDeadError", "engine", False),
+        (500, "EngineDeadError", "unavailable", True),
+        (500, '{"message":"EngineCore encountered an issue. See stack trace (above)"}', "unavailable", True),
+        (500, "Internal Server Error", "engine", False),
     ],
 )
 def test_classify_failure(status, body, kind, retryable):

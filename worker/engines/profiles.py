@@ -24,6 +24,19 @@ LIGHTON_FLAGS: tuple[str, ...] = (
     "--no-enable-prefix-caching",
 )
 
+# KV cache bytes per token of LightOnOCR-2-1B's decoder: 28 layers x (K, V) x 8 KV heads x 128 x 2 bytes.
+KV_BYTES_PER_TOKEN_BF16 = 28 * 2 * 8 * 128 * 2
+# Estimates for sizing several engines on one card: the weights (1.88 GiB measured) and what one engine
+# needs besides weights and KV cache (CUDA context, encoder activations at max_num_batched_tokens, graphs).
+WEIGHTS_GIB = 2.0
+ENGINE_OVERHEAD_GIB = 5.0
+LANES = ("bulk", "interactive")
+# The interactive lane: few sequences, so a page starts decoding at once and finishes at single-page speed.
+INTERACTIVE_MAX_NUM_SEQS = 8
+
+# Serves GET /ocrq/weights (the engine's weight-sharing state) from each vLLM API server.
+STATUS_MIDDLEWARE = "ocrq_vllm_plugin.status.weights_route"
+
 KvCacheDtype = Literal["bf16", "fp8"]
 KV_CACHE_DTYPES: dict[str, str] = {"bf16": "auto", "fp8": "fp8"}
 
@@ -53,11 +66,18 @@ class Profile:
     cuda_graphs: CudaGraphs = "decode"
     attention_backend: str | None = None
     encoder_plugin: bool = True
+    # A fixed KV cache size (vLLM --kv-cache-memory-bytes) instead of a share of the card; set per engine
+    # when several engines share one GPU.
+    kv_cache_gib: float | None = None
 
     @property
     def max_model_len(self) -> int:
         """Longest sequence: the largest page's image tokens, the template, and the output cap."""
         return _round_up(MAX_IMAGE_TOKENS + PROMPT_OVERHEAD_TOKENS + self.max_tokens, 64)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return KV_BYTES_PER_TOKEN_BF16 // (2 if self.kv_cache_dtype == "fp8" else 1)
 
 
 def _round_up(value: int, step: int) -> int:
@@ -124,6 +144,8 @@ def get_profile(name: str, **overrides: object) -> Profile:
 def _validate(profile: Profile) -> None:
     if not 0.01 <= profile.gpu_memory_utilization <= 0.98:
         raise ValueError("gpu_memory_utilization must be within [0.01, 0.98]")
+    if profile.kv_cache_gib is not None and profile.kv_cache_gib <= 0:
+        raise ValueError("kv_cache_gib must be positive")
     if profile.kv_cache_dtype not in KV_CACHE_DTYPES:
         raise ValueError(f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
     if profile.cuda_graphs not in CUDA_GRAPH_FLAGS:
@@ -142,6 +164,42 @@ def capped(profile: Profile, *, cap_gib: float, total_gib: float) -> Profile:
         raise ValueError("need 0 < cap_gib <= total_gib")
     share = profile.gpu_memory_utilization * cap_gib / total_gib
     return replace(profile, gpu_memory_utilization=round(share, 4))
+
+
+def for_lane(profile: Profile, lane: str) -> Profile:
+    """The engine a lane runs: bulk is the profile itself; interactive is small, with KV for all its sequences."""
+    if lane not in LANES:
+        raise ValueError(f"unknown lane {lane!r}; choose from {', '.join(LANES)}")
+    if lane == "bulk":
+        return profile
+    seqs = min(INTERACTIVE_MAX_NUM_SEQS, profile.max_num_seqs)
+    small = replace(profile, name=f"{profile.name}-interactive", max_num_seqs=seqs, api_server_count=1,
+                    renderer_workers=min(2, profile.renderer_workers), pair_size=1,
+                    max_num_batched_tokens=min(profile.max_num_batched_tokens, 8192))
+    kv_gib = seqs * small.max_model_len * small.kv_bytes_per_token * 1.1 / 2**30
+    return replace(small, kv_cache_gib=round(kv_gib, 2))
+
+
+def size_engines(profiles: list[Profile], *, total_gib: float, share_weights: bool) -> list[Profile]:
+    """Give every engine of one card a fixed KV cache: those without one split what the card has left.
+
+    The card's budget is the first profile's utilization share; weights count once when shared.
+    """
+    budget = profiles[0].gpu_memory_utilization * total_gib
+    weights = WEIGHTS_GIB * (1 if share_weights else len(profiles))
+    fixed = sum(p.kv_cache_gib for p in profiles if p.kv_cache_gib is not None)
+    open_count = sum(1 for p in profiles if p.kv_cache_gib is None)
+    left = budget - weights - ENGINE_OVERHEAD_GIB * len(profiles) - fixed
+    if open_count and left / open_count < 1.0:
+        raise ValueError(f"{len(profiles)} engines do not fit in {budget:.0f} GiB; lower their KV cache sizes")
+    sized = []
+    for i, p in enumerate(profiles):
+        kv_gib = p.kv_cache_gib if p.kv_cache_gib is not None else round(left / open_count, 2)
+        own_weights = WEIGHTS_GIB if (i == 0 or not share_weights) else 0.0
+        # vLLM only checks this share against the free memory at start when the KV size is fixed.
+        share = min(0.98, max(0.02, (kv_gib + ENGINE_OVERHEAD_GIB + own_weights) / total_gib))
+        sized.append(replace(p, kv_cache_gib=kv_gib, gpu_memory_utilization=round(share, 4)))
+    return sized
 
 
 def serve_argv(
@@ -169,10 +227,13 @@ def serve_argv(
         "--api-server-count", str(profile.api_server_count),
         "--renderer-num-workers", str(profile.renderer_workers),
         *LIGHTON_FLAGS,
+        "--middleware", STATUS_MIDDLEWARE,
     ]
     if profile.attention_backend:
         argv += ["--attention-backend", profile.attention_backend]
     argv += CUDA_GRAPH_FLAGS[profile.cuda_graphs]
+    if profile.kv_cache_gib is not None:
+        argv += ["--kv-cache-memory-bytes", str(int(profile.kv_cache_gib * 2**30))]
     if load_format:
         argv += ["--load-format", load_format]
     argv += list(extra_args)

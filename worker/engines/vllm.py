@@ -15,10 +15,13 @@ import httpx
 from PIL import Image
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from common.engine_lanes import base_url
 from common.settings import Settings, get_settings
 from worker.engines.base import EngineError, EngineOverloaded, PageText
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda oom", "cuda error: out of memory")
+# vLLM's answers when its engine core has died: the engine is going down, the page is not at fault.
+ENGINE_DEAD_MARKERS = ("enginecore encountered an issue", "enginedeaderror", "engine core is dead")
 OVERLOAD_STATUSES = frozenset({429, 502, 503, 504})
 
 
@@ -51,16 +54,13 @@ def encode_page(image: Image.Image, *, image_format: str = "png") -> str:
     return f"data:{mime};base64,{base64.b64encode(buffer.getvalue()).decode('ascii')}"
 
 
-def base_url(url: str) -> str:
-    """An engine address without a trailing slash or /v1."""
-    return url.rstrip("/").removesuffix("/v1")
-
-
 def classify_failure(*, status: int, body: str, url: str) -> EngineError:
     """The EngineError an unsuccessful HTTP answer stands for."""
     reason = f"HTTP {status} from {url}: {body.strip()[:300]}"
     if any(marker in body.lower() for marker in OOM_MARKERS):
         return EngineOverloaded(reason, kind="oom")
+    if status >= 500 and any(marker in body.lower() for marker in ENGINE_DEAD_MARKERS):
+        return EngineOverloaded(reason, kind="unavailable")
     if status in OVERLOAD_STATUSES:
         return EngineOverloaded(reason, kind="overloaded")
     if 400 <= status < 500:
@@ -137,6 +137,8 @@ class VllmEngine:
             retry_temperature=s.engine_retry_temperature,
             repetition_retries=s.engine_repetition_retries,
             image_format=s.engine_image_format,
+            guard_repetition=s.engine_guard_repetition,
+            extra_body=s.engine_extra_body,
         )
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:

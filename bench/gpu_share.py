@@ -1,0 +1,184 @@
+"""Engines sharing one GPU's weights: memory, output equality, and what a killed holder does.
+
+    python bench/gpu_share.py memory   --urls http://127.0.0.1:8100,http://127.0.0.1:8101 --label shared-2
+    python bench/gpu_share.py equality --urls http://127.0.0.1:8100,http://127.0.0.1:8101 --pages 4 --tokens 64
+    python bench/gpu_share.py kill-holder --urls ... [--api http://127.0.0.1:8000 --key KEY --jobs 20]
+
+Each run prints one JSON line and appends it to --out. `memory` reads nvidia-smi (the whole card and each
+process) and each engine's /ocrq/weights; `equality` sends the same pages with the same seed to each engine,
+one request at a time, and compares the generated token ids; `kill-holder` SIGKILLs the holder engine's
+engine-core process, times until every engine serves again, and (with --api) checks that jobs submitted
+just before and during the outage all succeed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.gpu_raw import MODEL, PAGE, data_url, make_page, payload  # noqa: E402
+
+
+def weights(url: str) -> dict | None:
+    try:
+        response = httpx.get(f"{url}/ocrq/weights", timeout=3)
+        return response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def serving(url: str, model: str) -> bool:
+    try:
+        response = httpx.get(f"{url}/v1/models", timeout=3)
+        return response.status_code == 200 and any(m["id"] == model for m in response.json()["data"])
+    except (httpx.HTTPError, ValueError, KeyError):
+        return False
+
+
+def nvidia_smi() -> dict:
+    def query(what: str, fields: str) -> list[list[str]]:
+        out = subprocess.run(["nvidia-smi", f"--query-{what}={fields}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+        return [[v.strip() for v in line.split(",")] for line in out.strip().splitlines() if line.strip()]
+
+    (used, total), *_ = query("gpu", "memory.used,memory.total")
+    processes = {int(pid): int(mib) for pid, mib in query("compute-apps", "pid,used_memory")}
+    return {"used_mib": int(used), "total_mib": int(total), "processes_mib": processes}
+
+
+def torch_free() -> dict | None:
+    """torch.cuda.mem_get_info from a fresh process (its own CUDA context is part of 'used')."""
+    code = "import json, torch; f, t = torch.cuda.mem_get_info(); print(json.dumps([f, t]))"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+        free, total = json.loads(out.stdout.strip().splitlines()[-1])
+        return {"free_gib": round(free / 2**30, 3), "used_gib": round((total - free) / 2**30, 3)}
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def run_memory(args: argparse.Namespace) -> dict:
+    smi = nvidia_smi()
+    engines = []
+    for url in args.urls:
+        state = weights(url) or {}
+        pid = state.get("engine_pid")
+        engines.append({"url": url, "role": state.get("role"), "lane": state.get("lane"), "engine_pid": pid,
+                        "process_mib": smi["processes_mib"].get(pid), "shared_bytes": state.get("shared_bytes"),
+                        "weight_bytes_allocated": state.get("weight_bytes_allocated"),
+                        "kv_cache_bytes": state.get("kv_cache_bytes")})
+    return {"mode": "memory", "label": args.label, "engines": engines, "gpu_used_mib": smi["used_mib"],
+            "gpu_total_mib": smi["total_mib"], "processes_mib": smi["processes_mib"], "torch": torch_free()}
+
+
+def _tokens(url: str, body: dict) -> list[int]:
+    response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=600)
+    response.raise_for_status()
+    return response.json()["choices"][0]["token_ids"]
+
+
+def run_equality(args: argparse.Namespace) -> dict:
+    pages = [data_url(make_page(PAGE, seed=i)) for i in range(args.pages)]
+    compared = []
+    for i, page in enumerate(pages):
+        body = payload(model=args.model, url=page, tokens=args.tokens) | {"seed": args.seed, "return_token_ids": True}
+        outputs = [_tokens(url, body) for url in args.urls]
+        first = outputs[0]
+        mismatch = [next((k for k, (a, b) in enumerate(zip(first, other)) if a != b), None) for other in outputs[1:]]
+        compared.append({"page": i, "tokens": len(first), "equal": all(o == first for o in outputs[1:]),
+                         "first_mismatch": mismatch, "head": first[:8]})
+    return {"mode": "equality", "label": args.label, "urls": args.urls, "seed": args.seed, "tokens": args.tokens,
+            "pages": compared, "all_equal": all(c["equal"] for c in compared)}
+
+
+def _submit(api: str, key: str, *, seed: int, priority: str) -> str:
+    buffer = io.BytesIO()
+    make_page(PAGE, seed=seed).save(buffer, format="PNG", compress_level=1)
+    response = httpx.post(f"{api}/jobs", headers={"Authorization": f"Bearer {key}"}, timeout=60,
+                          files={"file": (f"p{seed}.png", buffer.getvalue(), "image/png")},
+                          data={"priority": priority})
+    response.raise_for_status()
+    return response.json()["id"]
+
+
+def run_kill_holder(args: argparse.Namespace) -> dict:
+    states = {url: weights(url) or {} for url in args.urls}
+    holder_url = next((u for u, s in states.items() if s.get("role") == "holder"), None)
+    if holder_url is None:
+        raise SystemExit(f"no engine reports role=holder: {states}")
+    jobs = [_submit(args.api, args.key, seed=i, priority="bulk" if i % 2 else "interactive")
+            for i in range(args.jobs // 2)] if args.api else []
+    killed_at = time.monotonic()
+    os.kill(states[holder_url]["engine_pid"], signal.SIGKILL)
+    down_at: dict[str, float] = {}
+    back_at: dict[str, float] = {}
+    while time.monotonic() - killed_at < args.timeout and len(back_at) < len(args.urls):
+        for url in args.urls:
+            up = serving(url, args.model)
+            if not up and url not in down_at:
+                down_at[url] = time.monotonic() - killed_at
+            if up and url in down_at and url not in back_at:
+                back_at[url] = time.monotonic() - killed_at
+        if args.api and len(jobs) < args.jobs:
+            jobs.append(_submit(args.api, args.key, seed=len(jobs), priority="bulk" if len(jobs) % 2 else
+                                "interactive"))
+        time.sleep(0.5)
+    after = {url: weights(url) for url in args.urls}
+    outcome = {}
+    if args.api:
+        deadline = time.monotonic() + args.timeout
+        pending = set(jobs)
+        while pending and time.monotonic() < deadline:
+            for job_id in list(pending):
+                body = httpx.get(f"{args.api}/jobs/{job_id}", headers={"Authorization": f"Bearer {args.key}"},
+                                 timeout=10).json()
+                if body["status"] in ("succeeded", "failed", "canceled"):
+                    outcome[job_id] = body["status"]
+                    pending.discard(job_id)
+            time.sleep(1)
+        outcome = {"submitted": len(jobs), "succeeded": sum(v == "succeeded" for v in outcome.values()),
+                   "failed": sum(v == "failed" for v in outcome.values()), "unfinished": len(pending)}
+    return {"mode": "kill-holder", "label": args.label, "holder": holder_url,
+            "down_after_s": {u: round(v, 1) for u, v in down_at.items()},
+            "serving_again_after_s": {u: round(v, 1) for u, v in back_at.items()},
+            "roles_after": {u: (s or {}).get("role") for u, s in after.items()}, "jobs": outcome}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=["memory", "equality", "kill-holder"])
+    parser.add_argument("--urls", type=lambda v: [u.strip().rstrip("/") for u in v.split(",") if u.strip()],
+                        default=["http://127.0.0.1:8100", "http://127.0.0.1:8101"])
+    parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--pages", type=int, default=4)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--api", default="")
+    parser.add_argument("--key", default="")
+    parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--timeout", type=float, default=420.0)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    run = {"memory": run_memory, "equality": run_equality, "kill-holder": run_kill_holder}[args.mode]
+    result = run(args)
+    line = json.dumps(result)
+    print(line)
+    if args.out:
+        with args.out.open("a") as out:
+            out.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

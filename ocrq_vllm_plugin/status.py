@@ -1,0 +1,69 @@
+"""An engine's weight-sharing state: written by its model loader, served at GET /ocrq/weights by its API server.
+
+The loader runs in vLLM's engine-core process and the HTTP routes in the API server processes, so the
+state travels through a small JSON file named by OCRQ_ENGINE_STATE_FILE (the launcher sets one per engine).
+`weights_route` is passed to `vllm serve --middleware`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ocrq_vllm_plugin.holder import HolderId
+
+STATE_ENV = "OCRQ_ENGINE_STATE_FILE"
+LANE_ENV = "OCRQ_ENGINE_LANE"
+ROUTE = "/ocrq/weights"
+
+
+def default_state() -> dict:
+    return {
+        "role": "own", "lane": os.environ.get(LANE_ENV) or None, "engine_pid": None, "holder_pid": None,
+        "shared_bytes": 0, "weight_bytes_allocated": None, "kv_cache_bytes": None, "tensors": 0, "state": "ok",
+    }
+
+
+def _path() -> Path | None:
+    value = os.environ.get(STATE_ENV)
+    return Path(value) if value else None
+
+
+def write_state(**fields: object) -> None:
+    """Merge fields into this engine's state file (atomically); nothing without OCRQ_ENGINE_STATE_FILE."""
+    path = _path()
+    if path is None:
+        return
+    state = {**read_state(check_holder=False), **fields}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, path)
+
+
+def read_state(*, check_holder: bool = True) -> dict:
+    """The state as written, and for an attached engine whether its holder is still alive now."""
+    state = default_state()
+    path = _path()
+    if path is not None:
+        try:
+            state.update(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            pass
+    holder = state.get("holder")
+    if check_holder and state["role"] == "attached" and isinstance(holder, dict):
+        if not HolderId(pid=holder["pid"], start_ticks=holder["start_ticks"]).alive():
+            state["state"] = "holder_lost"
+    return state
+
+
+async def weights_route(request, call_next):
+    """vLLM --middleware: answers GET /ocrq/weights, passes every other request on."""
+    if request.url.path == ROUTE and request.method == "GET":
+        from starlette.responses import JSONResponse
+
+        state = read_state()
+        state.pop("holder", None)
+        return JSONResponse(state)
+    return await call_next(request)
