@@ -26,6 +26,11 @@ class EngineProbe:
     error: str | None = None
 
     @property
+    def serving(self) -> bool:
+        """Up, and not an attached engine whose weight holder is gone (it is about to exit)."""
+        return self.up and (self.weights or {}).get("state") != "holder_lost"
+
+    @property
     def shares_weights(self) -> bool:
         return bool(self.weights) and self.weights.get("role") in SHARING_ROLES
 

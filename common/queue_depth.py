@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+import base64
+import json
+
 import redis
 
 from common.settings import Settings
@@ -14,6 +17,7 @@ QUEUE_PREFIX = "ocrq."
 PRIORITY_SEP = "\x06\x16"
 PRIORITY_STEPS = ("3", "6", "9")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+UNACKED_KEY = "unacked"
 
 
 class QueueDepths:
@@ -62,6 +66,27 @@ class QueueDepths:
         steps = 1 + len(PRIORITY_STEPS)
         return {queue: sum(lengths[i * steps:(i + 1) * steps]) for i, queue in enumerate(queues)}
 
+    def held_task_args(self) -> list[list]:
+        """The positional args of every message a worker took and has not acked (prefetched or running).
+
+        kombu's Redis transport keeps each one in the "unacked" hash until the ack, and puts it back in its
+        queue itself once the visibility timeout passes; a Redis restarted without persistence loses both.
+        The filesystem broker has no acks: nothing is held there.
+        """
+        if self.redis is None:
+            return []
+        held = []
+        for raw in self.redis.hvals(self.prefix + UNACKED_KEY):
+            try:
+                message = json.loads(raw)[0]
+                body = message["body"]
+                if message.get("properties", {}).get("body_encoding") == "base64":
+                    body = base64.b64decode(body)
+                held.append(list(json.loads(body)[0]))
+            except (ValueError, KeyError, IndexError, TypeError):
+                continue
+        return held
+
     def close(self) -> None:
         if self.redis is not None:
             self.redis.close()
@@ -80,3 +105,12 @@ def depths_of(settings: Settings, queues: Iterable[str]) -> dict[str, int]:
     finally:
         reader.close()
     return {queue: found.get(queue, 0) for queue in queues}
+
+
+def held_by_workers(settings: Settings) -> set[str]:
+    """Ids (first task argument) of the tasks workers hold unacked right now."""
+    reader = QueueDepths(settings, known=())
+    try:
+        return {str(args[0]) for args in reader.held_task_args() if args}
+    finally:
+        reader.close()

@@ -3,7 +3,8 @@
 A broker that restarts without persistence, a crash between commit and publish, or the
 embedded filesystem broker (which has no acks) can all drop a message. The database is the
 source of truth: anything still queued long after it was published, while its queue is
-empty, is published again. Every task is idempotent, so a spare copy is harmless.
+empty and no worker holds its message unacked, is published again. Every task is idempotent, so a spare
+copy is harmless, but a GPU worker's prefetched batches would otherwise be read twice.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from common import job_states
 from common.job_states import PAGE_ACTIVE
 from common.models import Job, Page
 from common.models.base import utcnow
-from common.queue_depth import depths_of
+from common.queue_depth import depths_of, held_by_workers
 from worker import buckets, dispatch, routing
 from worker.celeryconfig import page_queue, prepare_queue
 from worker.context import WorkerContext
@@ -42,7 +43,7 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
             Job.status == "running", Job.pages_total > 0,
             ~exists().where(Page.job_id == Job.id, Page.status.in_(PAGE_ACTIVE)),
         ).limit(BATCH)))
-        pages = session.execute(select(Page.id, Job.priority).join(Job).where(
+        pages = session.execute(select(Page.id, Job.priority, Page.status).join(Job).where(
             Job.status == "running",
             or_(and_(Page.status == "queued", Page.enqueued_at < stale),
                 and_(Page.status == "running", Page.started_at < dead)),
@@ -53,8 +54,14 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
             for job_id in (job_id for job_id, job_lane in jobs if job_lane == lane):
                 dispatch.publish_prepare(ctx.app, job_id=job_id, lane=lane)
                 counts["jobs"] += 1
-    for lane in {lane for _, lane in pages}:
-        ids = [page_id for page_id, page_lane in pages if page_lane == lane]
+    # A GPU worker prefetches whole batches: their pages stay queued in the database while a worker holds them.
+    # A page running past the hard time limit is republished even if held: its worker is gone or stuck.
+    held = held_by_workers(ctx.settings) if pages else set()
+    for lane in {lane for _, lane, _ in pages}:
+        ids = [page_id for page_id, page_lane, status in pages
+               if page_lane == lane and not (status == "queued" and page_id in held)]
+        if not ids:
+            continue
         lane_queues = [page_queue(lane)] + [buckets.gpu_queue(lane, b) for b in buckets.buckets()]
         if sum(depths_of(ctx.settings, lane_queues).values()) == 0:
             with ctx.db.session() as session:

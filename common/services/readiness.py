@@ -36,8 +36,9 @@ def check_engine(settings: Settings, engines: list[EngineProbe]) -> None:
     down = []
     for lane in dict.fromkeys(probe.lane for probe in engines):
         of_lane = [probe for probe in engines if probe.lane == lane]
-        if not any(probe.up for probe in of_lane):
-            down.append(f"{lane} lane: no engine up (" + "; ".join(f"{p.url}: {p.error}" for p in of_lane) + ")")
+        if not any(probe.serving for probe in of_lane):
+            down.append(f"{lane} lane: no engine up (" + "; ".join(
+                f"{p.url}: {p.error or 'its weight holder is gone'}" for p in of_lane) + ")")
     if down:
         raise RuntimeError("; ".join(down))
 

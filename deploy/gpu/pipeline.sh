@@ -32,26 +32,9 @@ urls_of() {  # urls_of N: the first N engine URLs, comma-separated
   echo "$out"
 }
 
-serve() {  # serve LABEL [ocrq engine options...]: start `ocrq engine`, wait for /v1/models
+serve() {  # serve LABEL [ocrq engine options...]: one engine
   local label=$1; shift
-  local t0; t0=$(date +%s)
-  say "serve $label: ${load_args[*]} $*"
-  setsid python3 -m cli.engine --model "$model_dir" --served-model-name "$name" --port "$port" \
-    --log-dir "$run/logs/$label" "${load_args[@]}" "$@" > "$run/logs/$label.launcher.log" 2>&1 < /dev/null &
-  launcher=$!
-  while [ $(( $(date +%s) - t0 )) -lt "${READY_S:-420}" ]; do
-    if is_ready; then
-      local s=$(( $(date +%s) - t0 ))
-      say "ready $label after ${s}s"
-      printf '{"mode":"startup","label":"%s","ready_s":%d,"args":"%s"}\n' "$label" "$s" "${load_args[*]} $*" >> "$results"
-      return 0
-    fi
-    kill -0 "$launcher" 2>/dev/null || break
-    sleep 2
-  done
-  say "FAILED to serve $label: $(grep -hE 'Error|error' "$run/logs/$label"/*.log 2>/dev/null | tail -3)"
-  unserve
-  return 1
+  serve_many "$label" 1 "$@"
 }
 
 unserve() {  # stop the launcher (SIGTERM stops its engines); then whatever still holds the GPU, by pid

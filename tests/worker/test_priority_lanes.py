@@ -152,3 +152,16 @@ def test_metrics_show_each_engine_with_its_lane_and_weight_role(lanes_stack, eng
         assert got[("ocrq_engine_shared_weight_bytes", (("lane", lane), ("role", "own"), ("url", server.url)))] == 0
         assert ("ocrq_engine_kv_cache_bytes", labels) not in got
     assert got[("ocrq_engines_sharing_weights", ())] == 0
+
+
+def test_an_engine_whose_weight_holder_is_gone_does_not_count_as_serving_its_lane():
+    from common.engine_probe import EngineProbe
+    from common.services.readiness import check_engine
+
+    settings = Settings(engine="vllm", engine_urls=["http://b"], engine_interactive_urls=["http://i"])
+    bulk = EngineProbe(url="http://b", lane="bulk", up=True, weights={"role": "holder", "state": "ok"})
+    lost = EngineProbe(url="http://i", lane="interactive", up=True,
+                       weights={"role": "attached", "state": "holder_lost"})
+    with pytest.raises(RuntimeError, match="interactive lane: no engine up .*weight holder is gone"):
+        check_engine(settings, [bulk, lost])
+    check_engine(settings, [bulk, EngineProbe(url="http://i", lane="interactive", up=True, weights=None)])

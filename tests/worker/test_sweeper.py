@@ -60,3 +60,41 @@ def test_lost_prepare_and_page_messages_are_republished(tmp_path, own_database, 
         job = wait_for_job(client, job_id)
         assert job["status"] == "succeeded" and job["pages_done"] == 1
     ctx.close()
+
+
+def test_pages_a_worker_holds_unacked_are_not_republished(tmp_path, own_database, redis_url, s3, samples):
+    """A GPU worker prefetches a batch and holds it until the batch fills or its wait ends: those pages are
+    still `queued` in the database and their queue is empty, yet nothing is lost."""
+    from tests.worker.conftest_engine import MODEL, running_cpu_engine
+
+    with running_cpu_engine() as engine:
+        settings = make_settings(home=tmp_path / "home", pg_url=own_database, redis_url=redis_url, s3=s3,
+                                 stale_requeue_after_s=1, engine="vllm", engine_urls=[engine.url],
+                                 engine_model=MODEL, engine_pair_size=4, engine_batch_wait_s=20)
+        ctx = WorkerContext(app=create_celery(settings), settings=settings)
+        with Stack(settings, logs=tmp_path) as stack:
+            stack.start_worker("--gpu", "--concurrency", "1")
+            client = stack.client(KEY_A)
+            png = (samples / "typewriter.png").read_bytes()
+            job_id = client.post("/jobs", files={"file": ("t.png", png)}).json()["id"]
+            deadline = time.monotonic() + 60
+            while not any(args and args[0].startswith(job_id[:16]) for args in _held(settings)):
+                assert time.monotonic() < deadline, "the GPU worker never took the page"
+                time.sleep(0.2)
+            time.sleep(1.2)
+            body = client.get(f"/jobs/{job_id}").json()
+            assert body["status"] == "running" and body["pages_done"] == 0, body
+            assert sweeper.requeue_stale(ctx)["pages"] == 0
+            job = wait_for_job(client, job_id, timeout=120)
+        assert job["status"] == "succeeded", job
+        assert len(engine.requests()) == 1
+
+
+def _held(settings) -> list[list]:
+    from common.queue_depth import QueueDepths
+
+    reader = QueueDepths(settings, known=())
+    try:
+        return reader.held_task_args()
+    finally:
+        reader.close()
