@@ -37,7 +37,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gpu_raw  # noqa: E402  (the page generator and the direct HTTP driver)
+import gpu_raw
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 SVC_HOME = Path(os.environ.get("OCRQ_SVC_HOME", "/root/ocrq-svc"))

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.gpu_raw import MODEL, PAGE, data_url, make_page, payload  # noqa: E402
+from bench.gpu_raw import MODEL, PAGE, data_url, make_page, payload
 
 
 def weights(url: str) -> dict | None:

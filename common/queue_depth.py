@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
-
 import base64
 import json
+from collections.abc import Iterable
+from pathlib import Path
 
 import redis
 

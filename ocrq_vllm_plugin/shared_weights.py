@@ -72,8 +72,8 @@ class HolderLoader(BaseModelLoader):
         payload = export(model)
         status.write_state(
             role="holder", engine_pid=os.getpid(), engine_started=time.time(), holder_pid=os.getpid(),
-            shared_bytes=payload["bytes"],
-            weight_bytes_allocated=payload["bytes"], tensors=len(payload["tensors"]), state="ok",
+            shared_bytes=payload["bytes"], weight_bytes_allocated=payload["bytes"], tensors=len(payload["tensors"]),
+            state="ok",
         )
         log.info("ocrq shared weights: holder exported %d tensors, %.3f GiB, in %s",
                  len(payload["tensors"]), payload["bytes"] / 2**30, holder.shared_dir())
@@ -111,8 +111,7 @@ class AttachLoader(BaseModelLoader):
             process_weights_after_loading(model, model_config, device)
         allocated = torch.cuda.memory_allocated()
         free_after, _ = torch.cuda.mem_get_info()
-        watch = holder.HolderWatch(payload["holder"], on_lost=_holder_lost)
-        watch.start()
+        holder.HolderWatch(payload["holder"], on_lost=_holder_lost).start()
         status.write_state(
             role="attached", engine_pid=os.getpid(), holder_pid=payload["holder"].pid,
             holder=dataclasses.asdict(payload["holder"]), shared_bytes=shared,

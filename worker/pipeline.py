@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 
 from common import job_states
-from common.documents import (DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges,
-                              render_page)
+from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
 from common.log_format import bind_job
 from common.models import Job, Page
 from common.models.base import utcnow

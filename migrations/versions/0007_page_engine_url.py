@@ -2,7 +2,7 @@
 
 Revision ID: 0007
 Revises: 0006
-Create Date: 2026-12-01
+Create Date: 2026-11-29
 """
 
 from __future__ import annotations
