@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import Celery
+from celery.exceptions import SoftTimeLimitExceeded
 from celery_batches import Batches
 
 from worker import buckets, pipeline
@@ -18,4 +19,8 @@ def register(app: Celery, *, pair_size: int, wait_s: float) -> None:
 
 def _read_batch(self, requests) -> None:
     page_ids = list(dict.fromkeys(request.args[0] for request in requests))
-    pipeline.process_pages(context_of(self.app), page_ids=page_ids)
+    ctx = context_of(self.app)
+    try:
+        pipeline.process_pages(ctx, page_ids=page_ids)
+    except SoftTimeLimitExceeded:
+        pipeline.time_out_pages(ctx, page_ids=page_ids)

@@ -129,6 +129,20 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
         close_job_if_done(ctx, job_id=job_id)
 
 
+def time_out_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
+    """Fail the pages of a task past its soft time limit that are still unwritten, and close their jobs."""
+    outcome = job_states.PageOutcome(error=f"timed out after {ctx.settings.task_soft_time_limit_s} s")
+    job_ids = []
+    for page_id in page_ids:
+        with ctx.db.session() as session:
+            written = job_states.finish_page(session, page_id=page_id, outcome=outcome)
+            job_ids.append(session.scalar(job_states.job_id_of_page(page_id)))
+        if written:
+            page_written(ctx, outcome)
+    for job_id in dict.fromkeys(job_ids):
+        close_job_if_done(ctx, job_id=job_id)
+
+
 def _claim(ctx: WorkerContext, *, page_id: str) -> Claimed | None:
     """The page, its job and this attempt's number; None if it is not ours to read now."""
     try:

@@ -5,10 +5,18 @@ from __future__ import annotations
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from common import job_states
 from common.services.webhooks import DELIVER_TASK
-from worker import batch_listing, batch_results, batch_sweep, dispatch, pipeline, retention, sweeper
-from worker import webhook_delivery, webhook_sweeper
+from worker import (
+    batch_listing,
+    batch_results,
+    batch_sweep,
+    dispatch,
+    pipeline,
+    retention,
+    sweeper,
+    webhook_delivery,
+    webhook_sweeper,
+)
 from worker.context import context_of
 
 
@@ -23,14 +31,7 @@ def ocr_page(self, page_id: str) -> None:
     try:
         pipeline.process_page(ctx, page_id=page_id)
     except SoftTimeLimitExceeded:
-        limit = ctx.settings.task_soft_time_limit_s
-        outcome = job_states.PageOutcome(error=f"timed out after {limit} s")
-        with ctx.db.session() as session:
-            written = job_states.finish_page(session, page_id=page_id, outcome=outcome)
-            job_id = session.scalar(job_states.job_id_of_page(page_id))
-        if written:
-            pipeline.page_written(ctx, outcome)
-        pipeline.close_job_if_done(ctx, job_id=job_id)
+        pipeline.time_out_pages(ctx, page_ids=[page_id])
 
 
 @shared_task(name="ocrq.requeue_stale", bind=True)

@@ -4,6 +4,7 @@ size-bucketed queues, same-size batches of the profile's pair size, and batch-1 
 from __future__ import annotations
 
 import io
+import json
 import time
 
 import pytest
@@ -117,6 +118,26 @@ def test_pages_in_flight_when_an_engine_core_dies_are_read_again(tmp_path, pg_ur
             (page,) = session.scalars(select(Page).where(Page.job_id == job_id))
             assert page.attempts == 1
     assert [r["status"] for r in server.requests()] == [500, 500, 200]
+
+
+def test_a_batch_past_its_soft_time_limit_fails_its_pages_with_the_reason(tmp_path, pg_url, redis_url, s3,
+                                                                           server):  # noqa: F811
+    """As for a single page task: not left `running` until the sweeper's dead-page threshold."""
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1,
+                             engine_timeout_s=60, task_soft_time_limit_s=2, task_time_limit_s=8)
+    server.faults("delay", count=1, delay_s=15)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--concurrency", "1")
+        client = stack.client(KEY_A)
+        image = text_page("Stuck quiver", size=(900, 300), font_size=48)
+        job_id = client.post("/jobs", files={"file": ("page.png", _png(image))}).json()["id"]
+        started = time.monotonic()
+        job = wait_for_job(client, job_id, timeout=60)
+        elapsed = time.monotonic() - started
+    assert job["status"] == "failed", job
+    assert "timed out after 2" in json.dumps(job), job
+    assert elapsed < 14, f"the page waited for the engine ({elapsed:.1f} s), not for its time limit"
 
 
 def _png(image) -> bytes:
