@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -66,9 +66,7 @@ class CpuEngineServer:
 def running_cpu_engine(*, lane: str | None = None, concurrency: int = 2) -> Iterator[CpuEngineServer]:
     """The CPU engine server in its own process, started and stopped through worker.engine_launcher."""
     (spec,) = engine_launcher.plan_cpu(served_model_name=MODEL, port=free_port(), concurrency=concurrency,
-                                       admin=True)
-    if lane:
-        spec = replace(spec, argv=[*spec.argv, "--lane", lane])
+                                       admin=True, lanes=(lane,) if lane else ())
     running = engine_launcher.start(spec)
     try:
         if not engine_launcher.wait_ready(running, timeout_s=60):
