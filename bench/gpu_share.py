@@ -14,7 +14,6 @@ just before and during the outage all succeed.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import signal
@@ -25,8 +24,9 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.gpu_raw import MODEL, PAGE, data_url, make_page, payload
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_e2e import Api, page_png, wait_all
+from gpu_raw import MODEL, PAGE, data_url, make_page, payload
 
 
 def weights(url: str) -> dict | None:
@@ -101,23 +101,21 @@ def run_equality(args: argparse.Namespace) -> dict:
             "pages": compared, "all_equal": all(c["equal"] for c in compared)}
 
 
-def _submit(api: str, key: str, *, seed: int, priority: str) -> str:
-    buffer = io.BytesIO()
-    make_page(PAGE, seed=seed).save(buffer, format="PNG", compress_level=1)
-    response = httpx.post(f"{api}/jobs", headers={"Authorization": f"Bearer {key}"}, timeout=60,
-                          files={"file": (f"p{seed}.png", buffer.getvalue(), "image/png")},
-                          data={"priority": priority})
-    response.raise_for_status()
-    return response.json()["id"]
-
-
 def run_kill_holder(args: argparse.Namespace) -> dict:
     states = {url: weights(url) or {} for url in args.urls}
     holder_url = next((u for u, s in states.items() if s.get("role") == "holder"), None)
     if holder_url is None:
         raise SystemExit(f"no engine reports role=holder: {states}")
-    jobs = [_submit(args.api, args.key, seed=i, priority="bulk" if i % 2 else "interactive")
-            for i in range(args.jobs // 2)] if args.api else []
+    api = Api(args.api, args.key) if args.api else None
+
+    def submit(count: int) -> None:
+        for _ in range(count):
+            priority = "bulk" if len(jobs) % 2 else "interactive"
+            jobs.append(api.submit(page_png(len(jobs)), fmt="png", priority=priority, name=f"k{len(jobs)}")[0])
+
+    jobs: list[str] = []
+    if api:
+        submit(args.jobs // 2)
     killed_at = time.monotonic()
     os.kill(states[holder_url]["engine_pid"], signal.SIGKILL)
     down_at: dict[str, float] = {}
@@ -129,25 +127,17 @@ def run_kill_holder(args: argparse.Namespace) -> dict:
                 down_at[url] = time.monotonic() - killed_at
             if up and url in down_at and url not in back_at:
                 back_at[url] = time.monotonic() - killed_at
-        if args.api and len(jobs) < args.jobs:
-            jobs.append(_submit(args.api, args.key, seed=len(jobs), priority="bulk" if len(jobs) % 2 else
-                                "interactive"))
+        if api and len(jobs) < args.jobs:
+            submit(1)
         time.sleep(0.5)
     after = {url: weights(url) for url in args.urls}
     outcome = {}
-    if args.api:
-        deadline = time.monotonic() + args.timeout
-        pending = set(jobs)
-        while pending and time.monotonic() < deadline:
-            for job_id in list(pending):
-                body = httpx.get(f"{args.api}/jobs/{job_id}", headers={"Authorization": f"Bearer {args.key}"},
-                                 timeout=10).json()
-                if body["status"] in ("succeeded", "failed", "canceled"):
-                    outcome[job_id] = body["status"]
-                    pending.discard(job_id)
-            time.sleep(1)
-        outcome = {"submitted": len(jobs), "succeeded": sum(v == "succeeded" for v in outcome.values()),
-                   "failed": sum(v == "failed" for v in outcome.values()), "unfinished": len(pending)}
+    if api:
+        final = wait_all(api, jobs, interval=1.0, timeout=args.timeout)
+        statuses = [final[job_id]["status"] for job_id in jobs]
+        outcome = {"submitted": len(jobs), "succeeded": statuses.count("succeeded"),
+                   "failed": statuses.count("failed"),
+                   "unfinished": sum(s not in ("succeeded", "failed", "canceled") for s in statuses)}
     return {"mode": "kill-holder", "label": args.label, "holder": holder_url,
             "down_after_s": {u: round(v, 1) for u, v in down_at.items()},
             "serving_again_after_s": {u: round(v, 1) for u, v in back_at.items()},

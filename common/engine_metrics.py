@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from common.engine_lanes import base_url
+
 # vLLM's V1 engine names the KV gauge kv_cache_usage_perc; older releases called it gpu_cache_usage_perc.
 KV_CACHE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 RUNNING = "vllm:num_requests_running"
@@ -38,7 +40,7 @@ def parse_engine_metrics(url: str, text: str) -> EngineStats:
 
 def scrape_engine(client: httpx.Client, url: str) -> EngineStats:
     """Fetch and reduce one engine's /metrics; an engine that does not answer is reported down."""
-    base = url.rstrip("/").removesuffix("/v1")
+    base = base_url(url)
     try:
         response = client.get(f"{base}/metrics")
         response.raise_for_status()

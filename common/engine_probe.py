@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 import httpx
 
 from common.engine_lanes import EngineRef
+from ocrq_vllm_plugin.status import ROUTE as WEIGHTS_PATH
 
-WEIGHTS_PATH = "/ocrq/weights"
 SHARING_ROLES = ("holder", "attached")
 
 

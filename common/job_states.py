@@ -139,8 +139,3 @@ def complete_job_if_done(session: Session, *, job_id: str) -> str | None:
         .returning(Job.status)
     ).first()
     return row[0] if row else None
-
-
-def job_id_of_page(page_id: str):
-    """A SELECT of the job id that owns a page."""
-    return select(Page.job_id).where(Page.id == page_id)

@@ -106,10 +106,11 @@ def depths_of(settings: Settings, queues: Iterable[str]) -> dict[str, int]:
     return {queue: found.get(queue, 0) for queue in queues}
 
 
-def held_by_workers(settings: Settings) -> set[str]:
-    """Ids (first task argument) of the tasks workers hold unacked right now."""
+def broker_snapshot(settings: Settings) -> tuple[dict[str, int], set[str]]:
+    """Messages waiting in each ocrq.* queue, and the ids (first task argument) of the tasks workers hold
+    unacked, over one connection."""
     reader = QueueDepths(settings, known=())
     try:
-        return {str(args[0]) for args in reader.held_task_args() if args}
+        return reader.read(), {str(args[0]) for args in reader.held_task_args() if args}
     finally:
         reader.close()

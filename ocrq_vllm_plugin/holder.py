@@ -17,6 +17,8 @@ from pathlib import Path
 
 SHARED_DIR_ENV = "OCRQ_SHARED_WEIGHTS_DIR"
 HANDLES = "handles.pkl"
+# Exit status of an attached engine whose holder died: the launcher restarts holder then readers.
+HOLDER_LOST_EXIT = 75
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ import sys
 import tempfile
 import time
 
+from ocrq_vllm_plugin.holder import HOLDER_LOST_EXIT
+
 LAYERS, WIDTH = 16, 4096  # 16 x 4096^2 bf16 = 512 MiB of weights
-HOLDER_LOST_EXIT = 75
 
 
 def _model(seed: int):

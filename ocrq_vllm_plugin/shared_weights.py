@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 
 import torch
 from torch import nn
@@ -26,8 +25,6 @@ from ocrq_vllm_plugin.weights_ipc import attach, export
 
 HOLDER_FORMAT = "ocrq_holder"
 ATTACH_FORMAT = "ocrq_attach"
-# Exit status of an attached engine whose holder died: the launcher restarts holder then readers.
-HOLDER_LOST_EXIT = 75
 
 log = init_logger("vllm.ocrq_vllm_plugin")
 
@@ -71,7 +68,7 @@ class HolderLoader(BaseModelLoader):
         model = self.inner.load_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
         payload = export(model)
         status.write_state(
-            role="holder", engine_pid=os.getpid(), engine_started=time.time(), holder_pid=os.getpid(),
+            role="holder", engine_pid=os.getpid(), holder_pid=os.getpid(), holder=dataclasses.asdict(payload["holder"]),
             shared_bytes=payload["bytes"], weight_bytes_allocated=payload["bytes"], tensors=len(payload["tensors"]),
             state="ok",
         )
@@ -136,4 +133,4 @@ def _refuse_quantized(model_config: ModelConfig) -> None:
 def _holder_lost() -> None:
     status.write_state(state="holder_lost")
     log.error("ocrq shared weights: the holder engine is gone and its weights with it; exiting")
-    os._exit(HOLDER_LOST_EXIT)
+    os._exit(holder.HOLDER_LOST_EXIT)

@@ -52,8 +52,7 @@ def read_state(*, check_holder: bool = True) -> dict:
         except (OSError, ValueError):
             pass
     holder = state.get("holder")
-    if (check_holder and state["role"] == "attached" and isinstance(holder, dict)
-            and not HolderId(pid=holder["pid"], start_ticks=holder["start_ticks"]).alive()):
+    if check_holder and state["role"] == "attached" and isinstance(holder, dict) and not HolderId(**holder).alive():
         state["state"] = "holder_lost"
     return state
 

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import httpx
 
+from ocrq_vllm_plugin.holder import HolderId
+from ocrq_vllm_plugin.holder import clear as clear_handles
+from ocrq_vllm_plugin.status import STATE_ENV
 from worker.engines.profiles import (
     DEFAULT_MODEL,
     Profile,
@@ -54,7 +57,6 @@ class RunningEngine:
     process: subprocess.Popen
     log_file: object | None = None
     started_at: float = field(default_factory=time.monotonic)
-    started_at_wall: float = field(default_factory=time.time)
     restarts: int = 0
 
 
@@ -117,7 +119,7 @@ def plan_vllm(
             role = "own" if not share_weights else ("holder" if i == 0 else "attached")
             env = {
                 "CUDA_VISIBLE_DEVICES": str(gpu["index"]), **plugin_env(engine_profile),
-                "OCRQ_ENGINE_LANE": lane, "OCRQ_ENGINE_STATE_FILE": str(state_dir / f"{engine_name}.json"),
+                "OCRQ_ENGINE_LANE": lane, STATE_ENV: str(state_dir / f"{engine_name}.json"),
             }
             engine_format = load_format
             if shared_dir is not None:
@@ -237,30 +239,21 @@ def _alive(engine: RunningEngine) -> bool:
     """
     if engine.process.poll() is not None:
         return False
-    if engine.spec.role != "holder":
+    if engine.spec.role != "holder" or STATE_ENV not in engine.spec.env:
         return True
-    state_file = engine.spec.env.get("OCRQ_ENGINE_STATE_FILE")
     try:
-        state = json.loads(Path(state_file).read_text()) if state_file else {}
+        exported_by = json.loads(Path(engine.spec.env[STATE_ENV]).read_text()).get("holder")
     except (OSError, ValueError):
-        return True  # not exported yet
-    pid = state.get("engine_pid")
-    if not pid or state.get("engine_started", 0) < engine.started_at_wall:
-        return True  # a previous run's state, or none yet
-    return _process_exists(pid)
+        return True  # nothing exported yet
+    return exported_by is None or HolderId(**exported_by).alive()
 
 
-def _process_exists(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
-
-
-def _clear_export(spec: EngineSpec) -> None:
-    if spec.shared_dir is not None:
-        (spec.shared_dir / "handles.pkl").unlink(missing_ok=True)
+def _clear_state(spec: EngineSpec) -> None:
+    """Forget what an engine's previous run wrote: its state file and, for a holder, its exported handles."""
+    if STATE_ENV in spec.env:
+        Path(spec.env[STATE_ENV]).unlink(missing_ok=True)
+    if spec.role == "holder" and spec.shared_dir is not None:
+        clear_handles(spec.shared_dir)
 
 
 def supervise(
@@ -279,7 +272,7 @@ def supervise(
     restarted holder first. Engines stop in reverse order, so holders outlive their readers.
     """
     for spec in specs:
-        _clear_export(spec)
+        _clear_state(spec)
     engines = [start(spec, log_dir=log_dir) for spec in specs]
     try:
         for engine in engines:
@@ -310,8 +303,7 @@ def supervise(
                     log.warning("%s died (exit %s)", engine.spec.name, engine.process.returncode)
                 for j in reversed(group):
                     stop_engine(engines[j], grace_s=1.0)
-                if engine.spec.role == "holder":
-                    _clear_export(engine.spec)
+                    _clear_state(engines[j].spec)
                 if stop.wait(restart_backoff_s * (2 ** min(engine.restarts, 5))):
                     break
                 for j in group:

@@ -5,8 +5,8 @@
 /v1/models and /v1/chat/completions answer as vLLM does; the page is the data-URL image of the
 user message. GET /ocrq/weights answers as the ocrq vLLM plugin does, for an engine that owns its
 weights (it shares nothing). With --admin (or admin=True), POST /admin/faults {"mode": "503"|"429"|
-"oom"|"dead"|"length"|"delay", "count": N, "delay_s": S} makes the next N chat requests fail that way (-1: until cleared),
-and GET /admin/requests lists the chat requests seen (their parameters without the messages), to check
+"oom"|"dead"|"length"|"delay", "count": N, "delay_s": S} makes the next N chat requests fail that way
+(-1: until cleared), and GET /admin/requests lists the chat requests seen (their parameters without the messages), to check
 batch-1 degradation and what the client sent.
 OCRQ_CPU_ENGINE_FAULTS="503:2" sets a fault at start.
 """
@@ -33,6 +33,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field
+
+from ocrq_vllm_plugin.status import ROUTE, default_state
 
 FAULT_MODES = ("503", "429", "oom", "dead", "length", "delay")
 MAX_DATA_URL_BYTES = 64 * 1024 * 1024
@@ -199,10 +201,9 @@ def create_app(
     async def health() -> dict:
         return {"ok": True, "pid": os.getpid()}
 
-    @app.get("/ocrq/weights")
+    @app.get(ROUTE)
     async def weights() -> dict:
-        return {"role": "own", "lane": lane, "engine_pid": os.getpid(), "holder_pid": None, "shared_bytes": 0,
-                "weight_bytes_allocated": 0, "kv_cache_bytes": None, "tensors": 0, "state": "ok"}
+        return default_state() | {"lane": lane, "engine_pid": os.getpid(), "weight_bytes_allocated": 0}
 
     @app.get("/v1/models")
     async def models() -> dict:

@@ -117,29 +117,26 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
                 _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts)
             else:
                 outcomes[c.page.id] = _outcome(result, rendered)
-    for c in claimed:
-        if (outcome := outcomes.get(c.page.id)) is None:
-            continue
-        bind_job(job_id=c.job.id, page=c.page.index + 1, page_id=c.page.id)
-        with ctx.db.session() as session:
-            written = job_states.finish_page(session, page_id=c.page.id, outcome=outcome)
-        if written:
-            page_written(ctx, outcome)
-    for job_id in dict.fromkeys(c.job.id for c in claimed if c.page.id in outcomes):
-        close_job_if_done(ctx, job_id=job_id)
+    _write_outcomes(ctx, [(c.page, outcomes[c.page.id]) for c in claimed if c.page.id in outcomes])
 
 
 def time_out_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
     """Fail the pages of a task past its soft time limit that are still unwritten, and close their jobs."""
     outcome = job_states.PageOutcome(error=f"timed out after {ctx.settings.task_soft_time_limit_s} s")
-    job_ids = []
-    for page_id in page_ids:
+    with ctx.db.session() as session:
+        pages = list(session.scalars(select(Page).where(Page.id.in_(page_ids))))
+    _write_outcomes(ctx, [(page, outcome) for page in pages])
+
+
+def _write_outcomes(ctx: WorkerContext, finished: list[tuple[Page, job_states.PageOutcome]]) -> None:
+    """Write each page's outcome once, count what was written, then close the pages' jobs."""
+    for page, outcome in finished:
+        bind_job(job_id=page.job_id, page=page.index + 1, page_id=page.id)
         with ctx.db.session() as session:
-            written = job_states.finish_page(session, page_id=page_id, outcome=outcome)
-            job_ids.append(session.scalar(job_states.job_id_of_page(page_id)))
+            written = job_states.finish_page(session, page_id=page.id, outcome=outcome)
         if written:
             page_written(ctx, outcome)
-    for job_id in dict.fromkeys(job_ids):
+    for job_id in dict.fromkeys(page.job_id for page, _ in finished):
         close_job_if_done(ctx, job_id=job_id)
 
 

@@ -18,7 +18,7 @@ from common import job_states
 from common.job_states import PAGE_ACTIVE
 from common.models import Job, Page
 from common.models.base import utcnow
-from common.queue_depth import depths_of, held_by_workers
+from common.queue_depth import broker_snapshot
 from worker import buckets, dispatch, routing
 from worker.celeryconfig import page_queue, prepare_queue
 from worker.context import WorkerContext
@@ -48,22 +48,21 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
             or_(and_(Page.status == "queued", Page.enqueued_at < stale),
                 and_(Page.status == "running", Page.started_at < dead)),
         ).limit(BATCH)).all()
+    # One look at the broker: what waits in each queue, and which pages workers hold unacked (a GPU worker
+    # prefetches whole batches, whose pages stay queued in the database meanwhile).
+    depths, held = broker_snapshot(ctx.settings) if jobs or pages else ({}, set())
     for lane in {lane for _, lane in jobs}:
-        queue = prepare_queue(lane)
-        if depths_of(ctx.settings, [queue])[queue] == 0:
+        if depths.get(prepare_queue(lane), 0) == 0:
             for job_id in (job_id for job_id, job_lane in jobs if job_lane == lane):
                 dispatch.publish_prepare(ctx.app, job_id=job_id, lane=lane)
                 counts["jobs"] += 1
-    # A GPU worker prefetches whole batches: their pages stay queued in the database while a worker holds them.
     # A page running past the hard time limit is republished even if held: its worker is gone or stuck.
-    held = held_by_workers(ctx.settings) if pages else set()
     for lane in {lane for _, lane, _ in pages}:
         ids = [page_id for page_id, page_lane, status in pages
                if page_lane == lane and not (status == "queued" and page_id in held)]
         if not ids:
             continue
-        lane_queues = [page_queue(lane)] + [buckets.gpu_queue(lane, b) for b in buckets.buckets()]
-        if sum(depths_of(ctx.settings, lane_queues).values()) == 0:
+        if not any(depths.get(queue, 0) for queue in (page_queue(lane), *buckets.gpu_worker_queues(lane))):
             with ctx.db.session() as session:
                 job_states.mark_enqueued(session, page_ids=ids)
             routing.publish_pages(ctx, page_ids=ids, lane=lane)
@@ -74,6 +73,3 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
     if any(counts.values()):
         log.warning("republished stale work", extra=counts)
     return counts
-
-
-

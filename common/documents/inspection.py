@@ -28,7 +28,7 @@ def inspect(path: Path, *, limits: Limits) -> DocumentInfo:
         raise DocumentRejected("empty_file", "The file is empty.")
     kind = sniff_file(path)
     sizes = run_isolated(
-        _page_count,
+        _page_sizes,
         Path(path),
         kind,
         limits,
@@ -39,7 +39,7 @@ def inspect(path: Path, *, limits: Limits) -> DocumentInfo:
     return DocumentInfo(kind=kind, page_count=len(sizes), mime=MIME_TYPES[kind], page_sizes=sizes)
 
 
-def _page_count(path: Path, kind: str, limits: Limits) -> tuple[tuple[int, int], ...]:
+def _page_sizes(path: Path, kind: str, limits: Limits) -> tuple[tuple[int, int], ...]:
     """Each page's rendered size, after the checks; the count is their number."""
     if kind == "pdf":
         with pdf.open_pdf(path) as document:

@@ -191,7 +191,7 @@ def test_hung_render_times_out(monkeypatch, normal_pdf):
 
 
 def test_hung_inspection_times_out(monkeypatch, normal_pdf):
-    monkeypatch.setattr(inspection, "_page_count", _hang)
+    monkeypatch.setattr(inspection, "_page_sizes", _hang)
     before = _children()
     with pytest.raises(DocumentRejected) as refused:
         inspect(normal_pdf, limits=Limits(render_timeout_s=0.5))

@@ -6,6 +6,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -16,6 +18,8 @@ import typer
 from typer.testing import CliRunner
 
 from cli.engine import engine as engine_command
+from ocrq_vllm_plugin.holder import process_start_ticks
+from ocrq_vllm_plugin.status import STATE_ENV
 from worker import engine_launcher
 from worker.engines import profiles
 from worker.engines.profiles import (
@@ -247,9 +251,14 @@ def test_launcher_waits_for_ready_restarts_a_dead_engine_and_stops():
 
 
 @pytest.mark.timeout(240)
-def test_a_dead_holder_takes_its_attached_engines_down_and_the_group_restarts():
+@pytest.mark.parametrize("dies", ["server", "engine_core"])
+def test_a_dead_holder_takes_its_attached_engines_down_and_the_group_restarts(tmp_path, dies):
+    """Whether the holder's server process dies, or only the engine core that exported the weights (vLLM's
+    API servers outlived theirs by minutes on the H200), the group restarts."""
     bulk, interactive = engine_launcher.plan_cpu(served_model_name="m", port=free_port(), lanes=("bulk", "interactive"))
-    specs = [replace(bulk, role="holder", group="gpu0"), replace(interactive, role="attached", group="gpu0")]
+    state_file = tmp_path / "holder.json"
+    specs = [replace(bulk, role="holder", group="gpu0", env={STATE_ENV: str(state_file)}),
+             replace(interactive, role="attached", group="gpu0")]
     stop, ready = threading.Event(), threading.Event()
     thread = threading.Thread(target=engine_launcher.supervise, args=(specs,), daemon=True,
                               kwargs={"stop": stop, "restart_backoff_s": 0.2, "ready_timeout_s": 60,
@@ -268,7 +277,15 @@ def test_a_dead_holder_takes_its_attached_engines_down_and_the_group_restarts():
     try:
         assert ready.wait(60), "engines never became ready"
         first = pids()
-        os.kill(first[0], signal.SIGKILL)
+        if dies == "server":
+            os.kill(first[0], signal.SIGKILL)
+        else:
+            with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]) as core:
+                ticks = process_start_ticks(core.pid)
+                state_file.write_text(json.dumps({"role": "holder", "holder": {"pid": core.pid, "start_ticks": ticks}}))
+                time.sleep(3)
+                assert pids() == first, "a live engine core was taken for a dead one"
+                core.kill()
         deadline, now = time.monotonic() + 120, first
         while time.monotonic() < deadline:
             now = pids()
