@@ -33,7 +33,7 @@ from tests.common.hostile import text_page  # noqa: E402
 from tests.support.embedded import EmbeddedServer  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
 
-SAMPLES = ROOT.parent / "shared" / "samples"
+SAMPLES = ROOT / "tests" / "samples"
 PARAGRAPH = ("Invoice 2026-{n:04d}. The goods listed below were delivered on the date shown and are payable "
              "within thirty days. Please quote the invoice number with your payment. ")
 

@@ -25,7 +25,7 @@ from common.documents.isolation import run_isolated
 from common.documents.kinds import sniff_file
 from tests.common import hostile
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "samples"
 LIMITS = Limits()
 LOREM = (
     "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "

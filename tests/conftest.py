@@ -23,7 +23,8 @@ REDIS_URL = os.environ.get("OCRQ_TEST_REDIS", "redis://127.0.0.1:6379/0")
 BUCKET = "ocrq-test"
 KEY_A = "ocrq_test_tenant_a_key_0000000000000000"
 KEY_B = "ocrq_test_tenant_b_key_0000000000000000"
-SAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "samples"
+# Real scans and PDFs from OCRmyPDF's test suite (attribution and licences in samples/SOURCES.rst).
+SAMPLES = Path(__file__).resolve().parent / "samples"
 
 
 def _missing(what: str, exc: Exception):
