@@ -15,6 +15,9 @@ e2e:   N single-page PNG jobs (or N/K jobs of K pages, multi-page TIFF or PDF), 
 lanes: interactive single-page jobs one at a time on the idle stack (time to result, polled every 50 ms), then a
        bulk backlog (J multi-page jobs) and, while it is worked, one interactive page a second for D seconds;
        reports idle vs loaded p50/p95, their p95 ratio, the bulk pages/s over that window, then cancels the backlog.
+       The bulk engine sends its pages in waves that finish together, so pages done over a short window are lumpy;
+       with --bulk-engine-url the window's rate is also read from that engine's generated-token counter
+       (vllm:generation_tokens_total / --tokens = pages' worth of decoding a second).
 Each run prints one JSON line and appends it to --out.
 """
 
@@ -251,6 +254,19 @@ def bulk_done(api: Api, ids: list[str]) -> tuple[int, int, float]:
     return done, left, time.time()
 
 
+def generated_tokens(engine_url: str | None) -> float | None:
+    """vLLM's vllm:generation_tokens_total at ENGINE_URL/metrics (summed over its label sets)."""
+    if not engine_url:
+        return None
+    try:
+        text = httpx.get(f"{engine_url.rstrip('/')}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return None
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("vllm:generation_tokens_total")]
+    return sum(values) if values else None
+
+
 def run_lanes(args: argparse.Namespace, api: Api) -> dict:
     png = page_png(99)
     idle = []
@@ -276,6 +292,7 @@ def run_lanes(args: argparse.Namespace, api: Api) -> dict:
             loaded.append(outcome)
 
     start_done, _, t0 = bulk_done(api, bulk)
+    tokens0 = generated_tokens(args.bulk_engine_url)
     threads = []
     for i in range(int(args.duration / args.interval)):
         thread = threading.Thread(target=one, daemon=True)
@@ -283,6 +300,7 @@ def run_lanes(args: argparse.Namespace, api: Api) -> dict:
         threads.append(thread)
         time.sleep(max(0.0, t0 + (i + 1) * args.interval - time.time()))
     end_done, left, t1 = bulk_done(api, bulk)
+    tokens1 = generated_tokens(args.bulk_engine_url)
     deadline = time.monotonic() + args.lane_wait
     for thread in threads:
         thread.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -316,6 +334,8 @@ def run_lanes(args: argparse.Namespace, api: Api) -> dict:
         "bulk_pages": per_job * args.backlog_jobs,
         "bulk_jobs": args.backlog_jobs,
         "bulk_pages_per_s": round((end_done - start_done) / (t1 - t0), 3),
+        "bulk_engine_page_equivalents_per_s": round((tokens1 - tokens0) / args.tokens / (t1 - t0), 3)
+        if tokens0 is not None and tokens1 is not None else None,
         "window_s": round(t1 - t0, 1),
         "bulk_left_at_window_end": left,
         "backlog_drained": left == 0,
@@ -360,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lane-poll", type=float, default=0.05, help="lanes: seconds between polls of a page")
     parser.add_argument("--lane-wait", type=float, default=600.0,
                         help="lanes: seconds to wait after the window for the last interactive pages")
+    parser.add_argument("--bulk-engine-url", help="lanes: also read the bulk engine's generated tokens over the window")
     parser.add_argument("--keep-backlog", action="store_true", help="lanes: do not cancel the bulk jobs at the end")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for jobs")
     parser.add_argument("--label", default="")

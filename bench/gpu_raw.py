@@ -4,6 +4,8 @@
     python bench/gpu_raw.py single --url http://127.0.0.1:8100 --tokens 1000
     python bench/gpu_raw.py engine --url http://127.0.0.1:8100 --pages 256 --batch 16 --workers 16
     python bench/gpu_raw.py probe  --url http://127.0.0.1:8100 --tokens 48
+    python bench/gpu_raw.py engine --url http://127.0.0.1:8101 --pages 96 --batch 8 --workers 12 --concurrency 96 \
+        --timeout 12      # past capacity: pages that time out in a batch are read again alone (read_alone)
 
 Workload: synthetic text-like pages (1190x1540 unless --mixed), output length forced with ignore_eos.
 Each run prints one JSON line and appends it to --out.
@@ -238,7 +240,7 @@ def run_engine(args: argparse.Namespace) -> dict:
                 batch = batches.pop()
             for outcome in engine.read(batch):
                 row = (
-                    {"status": 200, "seconds": outcome.seconds,
+                    {"status": 200, "seconds": outcome.seconds, "alone": outcome.details.get("alone"),
                      "prompt_tokens": outcome.details.get("prompt_tokens", 0),
                      "completion_tokens": outcome.details.get("completion_tokens", 0)}
                     if isinstance(outcome, PageText)
@@ -256,7 +258,8 @@ def run_engine(args: argparse.Namespace) -> dict:
         t.join()
     wall = time.perf_counter() - started
     engine.close()
-    return summarize("engine", args, results, wall, batch=args.batch, workers=args.workers)
+    return summarize("engine", args, results, wall, batch=args.batch, workers=args.workers,
+                     read_alone=sum(bool(r.get("alone")) for r in results), client_timeout_s=args.timeout)
 
 
 def run_probe(args: argparse.Namespace) -> dict:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from worker.engines.profiles import DEFAULT_MODEL, PROFILES, get_profile
+from worker.engines.profiles import DEFAULT_MODEL, INTERACTIVE_BULK_SM_PERCENT, PROFILES, get_profile
 
 
 def engine(
@@ -25,6 +25,12 @@ def engine(
     kv_cache_gib: Annotated[float | None, typer.Option(help="Fixed KV cache per bulk engine, GiB.")] = None,
     state_dir: Annotated[Path | None, typer.Option(help="Weight handles and engine state (default: a temp dir).")]
     = None,
+    mps: Annotated[str, typer.Option(
+        help="Run a GPU's engines under a private CUDA MPS daemon (side by side, not time-sliced): auto "
+        "(bulk and interactive lanes on one GPU, if nvidia-cuda-mps-control exists), on or off.")] = "auto",
+    bulk_sm_percent: Annotated[int | None, typer.Option(
+        help="Under MPS, the share of SMs a bulk engine may use beside an interactive one "
+        f"(1-100; default {INTERACTIVE_BULK_SM_PERCENT}).")] = None,
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices; default: all.")] = "",
     served_model_name: Annotated[str | None, typer.Option(help="Name clients use; default: --model.")] = None,
     kv_cache_dtype: Annotated[str | None, typer.Option(help="Override: bf16 or fp8.")] = None,
@@ -45,6 +51,7 @@ def engine(
 ) -> None:
     """Start the OCR engines for this host, wait until they serve, restart any that dies; stop on SIGTERM."""
     from worker import engine_launcher
+    from worker import mps as mps_daemon
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -54,46 +61,64 @@ def engine(
             served_model_name=served_model_name or model, host=host, port=port, concurrency=cpu_concurrency,
             lanes=lane_list,
         )
-    elif backend == "vllm":
+        if dry_run:
+            return _print(specs)
+        raise typer.Exit(engine_launcher.run(specs, log_dir=log_dir, ready_timeout_s=ready_timeout_s))
+    if backend != "vllm":
+        raise typer.BadParameter("backend must be vllm or cpu")
+    try:
+        chosen = get_profile(
+            profile,
+            kv_cache_dtype=kv_cache_dtype,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_tokens=max_tokens,
+            api_server_count=api_server_count,
+            renderer_workers=renderer_workers,
+            cuda_graphs=cuda_graphs,
+            encoder_plugin=encoder_plugin,
+            kv_cache_gib=kv_cache_gib,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    found = engine_launcher.detect_gpus()
+    wanted = {g.strip() for g in gpus.split(",") if g.strip()}
+    chosen_gpus = [g for g in found if not wanted or g["index"] in wanted]
+    if dry_run and not chosen_gpus:
+        chosen_gpus = [{"index": g or "0", "memory_gib": 80.0} for g in (wanted or {"0"})]
+    card_lanes = lane_list or ("bulk",) * engines_per_gpu
+    engine_count = len(card_lanes)
+    state = state_dir or engine_launcher.default_state_dir(port)
+
+    def plan(daemon: mps_daemon.MpsDaemon | None) -> list[engine_launcher.EngineSpec]:
         try:
-            chosen = get_profile(
-                profile,
-                kv_cache_dtype=kv_cache_dtype,
-                gpu_memory_utilization=gpu_memory_utilization,
-                max_num_seqs=max_num_seqs,
-                max_num_batched_tokens=max_num_batched_tokens,
-                max_tokens=max_tokens,
-                api_server_count=api_server_count,
-                renderer_workers=renderer_workers,
-                cuda_graphs=cuda_graphs,
-                encoder_plugin=encoder_plugin,
-                kv_cache_gib=kv_cache_gib,
-            )
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from exc
-        found = engine_launcher.detect_gpus()
-        wanted = {g.strip() for g in gpus.split(",") if g.strip()}
-        chosen_gpus = [g for g in found if not wanted or g["index"] in wanted]
-        if dry_run and not chosen_gpus:
-            chosen_gpus = [{"index": g or "0", "memory_gib": 80.0} for g in (wanted or {"0"})]
-        engine_count = len(lane_list) or engines_per_gpu
-        try:
-            specs = engine_launcher.plan_vllm(
+            return engine_launcher.plan_vllm(
                 profile=chosen, model=model, served_model_name=served_model_name, host=host, port=port,
                 gpus=chosen_gpus, engines_per_gpu=engines_per_gpu, lanes=lane_list,
                 share_weights=engine_count > 1 if share_weights is None else share_weights,
-                state_dir=state_dir, memory_cap_gib=memory_cap_gib, load_format=load_format,
+                state_dir=state, memory_cap_gib=memory_cap_gib, load_format=load_format,
+                mps=daemon, bulk_sm_percent=bulk_sm_percent,
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
-    else:
-        raise typer.BadParameter("backend must be vllm or cpu")
+
+    try:
+        use_mps = mps_daemon.wanted(mps, lanes=card_lanes)
+    except (ValueError, mps_daemon.MpsError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    planned = plan(mps_daemon.MpsDaemon(state / "mps") if use_mps else None)  # bad options fail before a daemon starts
     if dry_run:
-        for spec in specs:
-            env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.env.items())
-            typer.echo(f"{env} {shlex.join(spec.argv)}".strip())
-        return
-    raise typer.Exit(engine_launcher.run(specs, log_dir=log_dir, ready_timeout_s=ready_timeout_s))
+        return _print(planned)
+    with mps_daemon.serving(mps, lanes=card_lanes, directory=state / "mps") as daemon:
+        code = engine_launcher.run(plan(daemon), log_dir=log_dir, ready_timeout_s=ready_timeout_s, mps=daemon)
+    raise typer.Exit(code)
+
+
+def _print(specs: list) -> None:
+    for spec in specs:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.env.items())
+        typer.echo(f"{env} {shlex.join(spec.argv)}".strip())
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from ocrq_vllm_plugin.holder import clear as clear_handles
 from ocrq_vllm_plugin.status import STATE_ENV
 from worker.engines.profiles import (
     DEFAULT_MODEL,
+    INTERACTIVE_BULK_SM_PERCENT,
     Profile,
     capped,
     for_lane,
@@ -28,6 +30,7 @@ from worker.engines.profiles import (
     serve_argv,
     size_engines,
 )
+from worker.mps import MpsDaemon, MpsError
 
 log = logging.getLogger("ocrq.engine")
 
@@ -76,6 +79,11 @@ def detect_gpus() -> list[dict]:
     return gpus
 
 
+def default_state_dir(port: int) -> Path:
+    """Where engines on PORT.. keep weight handles, state files and the MPS pipes unless told otherwise."""
+    return Path(tempfile.gettempdir()) / f"ocrq-engines-{port}"
+
+
 def plan_vllm(
     *,
     profile: Profile,
@@ -91,11 +99,14 @@ def plan_vllm(
     memory_cap_gib: float | None = None,
     load_format: str | None = None,
     extra_args: tuple[str, ...] = (),
+    mps: MpsDaemon | None = None,
+    bulk_sm_percent: int | None = None,
 ) -> list[EngineSpec]:
     """vLLM servers on consecutive ports: per GPU one per lane (or engines_per_gpu bulk ones).
 
     Several engines on one card each get a fixed KV cache; with share_weights the first is the holder
-    of the card's one copy of the weights and the others attach to it.
+    of the card's one copy of the weights and the others attach to it. With mps they run as clients of that
+    daemon, and a bulk engine beside an interactive one may use bulk_sm_percent of the SMs (no effect without).
     """
     if not gpus:
         raise RuntimeError("no GPU found (nvidia-smi); use --backend cpu on a machine without one")
@@ -104,7 +115,9 @@ def plan_vllm(
     lanes = tuple(lanes) or ("bulk",) * engines_per_gpu
     if share_weights and len(lanes) < 2:
         raise ValueError("sharing weights needs at least two engines per GPU")
-    state_dir = state_dir or Path(tempfile.gettempdir()) / f"ocrq-engines-{port}"
+    if bulk_sm_percent is not None and not 0 < bulk_sm_percent <= 100:
+        raise ValueError("bulk_sm_percent must be in 1..100")
+    state_dir = state_dir or default_state_dir(port)
     name = served_model_name or model
     specs = []
     for gpu in gpus:
@@ -121,6 +134,10 @@ def plan_vllm(
                 "CUDA_VISIBLE_DEVICES": str(gpu["index"]), **plugin_env(engine_profile),
                 "OCRQ_ENGINE_LANE": lane, STATE_ENV: str(state_dir / f"{engine_name}.json"),
             }
+            if mps is not None:
+                env.update(mps.env)
+                if lane == "bulk" and "interactive" in lanes:
+                    env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(bulk_sm_percent or INTERACTIVE_BULK_SM_PERCENT)
             engine_format = load_format
             if shared_dir is not None:
                 env["OCRQ_SHARED_WEIGHTS_DIR"] = str(shared_dir)
@@ -319,9 +336,27 @@ def supervise(
         log.info("engines stopped")
 
 
-def run(specs: list[EngineSpec], *, log_dir: Path | None = None, ready_timeout_s: float = 900.0, on_ready=None) -> int:
-    """Supervise the engines in the foreground until SIGTERM or SIGINT."""
+def run(
+    specs: list[EngineSpec], *, log_dir: Path | None = None, ready_timeout_s: float = 900.0, on_ready=None,
+    mps: MpsDaemon | None = None,
+) -> int:
+    """Supervise the engines in the foreground until SIGTERM or SIGINT; with mps, report its clients once ready."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    if mps is not None:
+        on_ready = functools.partial(_ready_under_mps, mps, specs, on_ready=on_ready)
     return supervise(specs, stop=stop, log_dir=log_dir, ready_timeout_s=ready_timeout_s, on_ready=on_ready)
+
+
+def _ready_under_mps(mps: MpsDaemon, specs: list[EngineSpec], urls: list[str], *, on_ready=None) -> None:
+    try:
+        clients = mps.clients()
+    except (MpsError, subprocess.SubprocessError, OSError) as exc:
+        log.warning("MPS daemon did not list its clients: %s", exc)
+    else:
+        # Each vLLM engine attaches one process (its engine core); fewer means some run time-sliced beside it.
+        level = logging.INFO if len(clients) >= len(specs) else logging.WARNING
+        log.log(level, "MPS: %d client process(es) for %d engine(s): %s", len(clients), len(specs), clients)
+    if on_ready:
+        on_ready(urls)

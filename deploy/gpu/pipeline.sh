@@ -3,6 +3,7 @@
 # /root/ocrq-repo. Results: $run/results.jsonl (one JSON line a measurement), $run/progress.txt, $run/logs/.
 #   steps: model check before after fp8 16gb diag   (issue 9; default: these but diag)
 #          ipc lanes share4 own4                      (issue 4 and the end-to-end figure of issue 9)
+#          mps mps100 mps70 nomps                     (issue 4's lanes with and without CUDA MPS; holder killed)
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
 . deploy/gpu/env.sh
@@ -42,6 +43,9 @@ unserve() {  # stop the launcher (SIGTERM stops its engines); then whatever stil
   kill -TERM "$launcher" 2>/dev/null
   for _ in $(seq 1 60); do kill -0 "$launcher" 2>/dev/null || break; sleep 1; done
   kill -KILL "$launcher" 2>/dev/null
+  for d in "$run"/state-*/mps/pipe; do  # the launcher quits its MPS daemon; this is for one it could not
+    [ -d "$d" ] && CUDA_MPS_PIPE_DIRECTORY=$d timeout 10 nvidia-cuda-mps-control <<< quit > /dev/null 2>&1
+  done
   for pid in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
   launcher=
   sleep 3
@@ -200,6 +204,56 @@ step_lanes2() {  # issue 4 #3, #4 again: 8 interactive worker processes (one per
   timeout 60 bash deploy/gpu/stack.sh stop >> "$run/logs/stack.log" 2>&1
   cp -r /root/ocrq-svc/logs "$run/logs/ocrq-svc" 2>/dev/null
   unserve
+}
+
+lanes_mps() {  # lanes_mps LABEL [ocrq engine options...]: bulk + interactive on one weight copy, behind ocrq
+  local label=$1; shift
+  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
+  local svc_pid=$!
+  say "MPS control binary: $(command -v nvidia-cuda-mps-control || echo none)"
+  serve_many "$label" 2 --profile h200 --lanes bulk,interactive --share-weights --api-server-count 2 "$@" \
+    || { wait "$svc_pid"; return 1; }
+  grep -hE "MPS" "$run/logs/$label.launcher.log" | cut -c1-200 | tee -a "$run/progress.txt"
+  wait "$svc_pid" || { say "services failed"; unserve; return 1; }
+  OCRQ_ENGINE_URLS=$(urls_of 1) OCRQ_ENGINE_INTERACTIVE_URLS=http://127.0.0.1:$((port + 1)) OCRQ_ENGINE_MODEL=$name \
+    OCRQ_ENGINE_OUTAGE_RETRY_S=5 timeout 180 bash deploy/gpu/stack.sh start 1000 > "$run/logs/stack.log" 2>&1
+  e2e 330 lanes "$label" --idle 6 --backlog 2000 --duration "${LANES_S:-90}" --warmup 15 --tokens 1000 --bulk-engine-url "$url"
+}
+
+lanes_done() {
+  timeout 60 bash deploy/gpu/stack.sh stop >> "$run/logs/stack.log" 2>&1
+  cp -r /root/ocrq-svc/logs "$run/logs/ocrq-svc-$1" 2>/dev/null
+  unserve
+}
+
+capacity() {  # batch-1 degradation against real vLLM: 96 pages in batches of 8 at the 8-sequence interactive engine,
+  # a 12 s client timeout; pages of a batch that timed out are read again alone (read_alone)
+  (. /root/ocrq-svc/env.sh; bench 150 engine capacity-interactive --url "http://127.0.0.1:$((port + 1))" --pages 96 \
+    --batch 8 --workers 12 --concurrency 96 --timeout 12 --tokens 1000)
+}
+
+step_mps() {  # issue 4 #3 with the default lanes (MPS, bulk at 50 % of the SMs), #4 again; issue 9's degradation
+  lanes_mps lanes-mps50 || return
+  capacity
+  share 330 kill-holder kill-holder-mps --urls "$(urls_of 2)" --api http://127.0.0.1:8000 \
+    --key "$(cat /root/ocrq-svc/stack/api_key 2>/dev/null)" --jobs 6 --timeout 300
+  lanes_done mps
+}
+
+step_mps100() {  # the bulk engine not held back under MPS
+  lanes_mps lanes-mps100 --bulk-sm-percent 100 || return
+  lanes_done mps100
+}
+
+step_mps70() {
+  lanes_mps lanes-mps70 --bulk-sm-percent 70 || return
+  capacity
+  lanes_done mps70
+}
+
+step_nomps() {  # time-slicing the card (no MPS)
+  LANES_S=60 lanes_mps lanes-nomps --mps off || return
+  lanes_done nomps
 }
 
 step_share4() {  # issue 4 #1, #2: four engines, one copy of the weights, 8 GiB of KV cache each
