@@ -75,7 +75,8 @@ class MpsDaemon:
         for sub in ("pipe", "log"):
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
         if self.running():
-            raise MpsError(f"an MPS daemon already answers in {self.directory / 'pipe'}")
+            log.warning("an MPS daemon from an earlier run answers in %s; stopping it", self.directory / "pipe")
+            self.stop()
         subprocess.run([CONTROL, "-d"], env=self._daemon_env(), check=True, timeout=timeout_s,
                        capture_output=True)
         deadline = time.monotonic() + timeout_s

@@ -86,8 +86,6 @@ def test_the_daemon_starts_before_the_engines_and_quits_after(fake_control, tmp_
         assert daemon.clients() == [311, 312]
         assert daemon.env == {"CUDA_MPS_PIPE_DIRECTORY": str(directory / "pipe"),
                               "CUDA_MPS_LOG_DIRECTORY": str(directory / "log")}
-        with pytest.raises(mps.MpsError, match="already answers"):
-            mps.MpsDaemon(directory).start()
     assert not daemon.running()
     commands = fake_control()
     start = commands[0]
@@ -95,6 +93,14 @@ def test_the_daemon_starts_before_the_engines_and_quits_after(fake_control, tmp_
     # The server must see every card; each engine picks its own with CUDA_VISIBLE_DEVICES.
     assert start["visible"] is None and start["logdir"] == str(directory / "log")
     assert commands[-1]["cmd"] == "quit"
+
+
+def test_a_daemon_left_by_a_killed_launcher_is_replaced(fake_control, tmp_path):
+    left = mps.MpsDaemon(tmp_path / "mps")
+    left.start()
+    with mps.serving("on", lanes=LANES, directory=tmp_path / "mps") as daemon:
+        assert daemon is not None and daemon.running()
+    assert [c["cmd"] for c in fake_control() if c["cmd"] in ("-d", "quit")] == ["-d", "quit", "-d", "quit"]
 
 
 def test_auto_falls_back_to_time_slicing_when_the_daemon_will_not_start(fake_control, tmp_path, monkeypatch):
