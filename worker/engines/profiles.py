@@ -34,7 +34,7 @@ LANES = ("bulk", "interactive")
 # The interactive lane: few sequences, so a page starts decoding at once and finishes at single-page speed.
 INTERACTIVE_MAX_NUM_SEQS = 8
 # Under MPS, a bulk engine beside an interactive one may use this share of the SMs. Uncapped, its kernels held
-# the SMs and interactive pages took 30x as long; at 50 % they took 1.5x idle, time-slicing 2.3x (H200).
+# the SMs and interactive pages took 30-50x as long; at 50 % they took 1.5x idle, time-slicing 2.3x (H200).
 INTERACTIVE_BULK_SM_PERCENT = 50
 
 # Serves GET /ocrq/weights (the engine's weight-sharing state) from each vLLM API server.
