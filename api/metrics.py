@@ -21,8 +21,9 @@ from common.job_states import JOB_ACTIVE, JOB_TERMINAL, PAGE_ACTIVE, PAGE_DONE
 from common.models import Job, Page, WebhookAttempt, WebhookDelivery
 from common.models.base import utcnow
 from common.queue_depth import QueueDepths
+from common.schemas import LANES
 from common.services.jobs import Services
-from worker.celeryconfig import LANES, page_queue
+from worker.celeryconfig import page_queue
 
 log = logging.getLogger("ocrq.metrics")
 PAGE_STATUSES = (*PAGE_ACTIVE, *PAGE_DONE, "canceled")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.schemas import LANES
 from common.settings import Settings
-from worker.celeryconfig import LANES
 
 WORKER_LANES = ("all", *LANES)
 

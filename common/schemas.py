@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Output = Literal["markdown", "text", "json"]
 Priority = Literal["interactive", "bulk"]
+# The priority lanes, interactive first: workers of both lanes consume their queues in this order.
+LANES: tuple[Priority, ...] = get_args(Priority)
 JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from common.schemas import LANES
+
 PATCH = 28  # Pixtral's 14 px patches, merged 2x2
 # Upper token bounds; a 1540 px page is at most 55 x 55 = 3,025 image tokens.
 BUCKET_EDGES = (512, 1024, 2048, 3025)
@@ -36,4 +38,4 @@ def gpu_task(bucket: str) -> str:
 
 def gpu_worker_queues(*lanes: str) -> list[str]:
     """The GPU queues of these lanes (default both), interactive before bulk."""
-    return [gpu_queue(lane, bucket) for lane in (lanes or ("interactive", "bulk")) for bucket in buckets()]
+    return [gpu_queue(lane, bucket) for lane in (lanes or LANES) for bucket in buckets()]

@@ -11,7 +11,6 @@ CONTROL_QUEUE = "ocrq.control"
 WEBHOOK_QUEUE = "ocrq.webhooks"
 LISTING_QUEUE = "ocrq.listing"
 PREPARE_BULK_QUEUE = "ocrq.prepare.bulk"
-LANES = ("interactive", "bulk")
 
 
 def page_queue(lane: str) -> str:

@@ -34,6 +34,7 @@ from fastapi.responses import JSONResponse
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field
 
+from common.schemas import LANES
 from ocrq_vllm_plugin.status import ROUTE, default_state
 
 FAULT_MODES = ("503", "429", "oom", "dead", "length", "delay")
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--served-model-name", default="rapidocr")
     parser.add_argument("--concurrency", type=int, default=1, help="pages OCRed at once")
     parser.add_argument("--threads", type=int, default=0, help="onnxruntime threads per page (0: its default)")
-    parser.add_argument("--lane", choices=("interactive", "bulk"), default=None,
+    parser.add_argument("--lane", choices=LANES, default=None,
                         help="the priority lane this engine serves, reported by /ocrq/weights")
     parser.add_argument("--admin", action="store_true", help="enable /admin/faults and /admin/requests")
     args = parser.parse_args(argv)

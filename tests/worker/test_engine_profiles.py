@@ -297,3 +297,19 @@ def test_a_dead_holder_takes_its_attached_engines_down_and_the_group_restarts(tm
     finally:
         stop.set()
         thread.join(60)
+
+
+def test_the_engine_host_needs_no_celery():
+    """`ocrq engine` and the engine client run where vLLM is installed; kombu and Celery need not be."""
+    code = (
+        "import builtins\n"
+        "real = builtins.__import__\n"
+        "def guard(name, *args, **kwargs):\n"
+        "    if name.split('.')[0] in ('kombu', 'celery'):\n"
+        "        raise ImportError(name)\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = guard\n"
+        "import cli.engine, worker.engine_launcher, worker.engines.vllm, worker.engine_server_cpu\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -7,6 +7,8 @@ import sys
 from dataclasses import dataclass, fields, replace
 from typing import Literal
 
+from common.schemas import LANES
+
 DEFAULT_MODEL = "lightonai/LightOnOCR-2-1B"
 
 # A page rendered to a 1540 px longest side is at most 55 x 55 merged 28 px patches; LightOnOCR
@@ -30,7 +32,6 @@ KV_BYTES_PER_TOKEN_BF16 = 28 * 2 * 8 * 128 * 2
 # needs besides weights and KV cache (CUDA context, encoder activations at max_num_batched_tokens, graphs).
 WEIGHTS_GIB = 2.0
 ENGINE_OVERHEAD_GIB = 5.0
-LANES = ("bulk", "interactive")
 # The interactive lane: few sequences, so a page starts decoding at once and finishes at single-page speed.
 INTERACTIVE_MAX_NUM_SEQS = 8
 # Under MPS, a bulk engine beside an interactive one may use this share of the SMs. Uncapped, its kernels held
