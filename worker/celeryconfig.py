@@ -5,6 +5,7 @@ from __future__ import annotations
 from kombu import Exchange, Queue
 
 from common.settings import Settings
+from worker import fs_broker
 from worker.buckets import buckets, gpu_worker_queues
 
 CONTROL_QUEUE = "ocrq.control"
@@ -67,6 +68,8 @@ def build_config(settings: Settings) -> dict:
         transport_options["global_keyprefix"] = settings.broker_key_prefix
     return {
         "broker_url": settings.resolved_broker_url,
+        # Embedded: kombu's filesystem transport, but a message file appears only once it is whole.
+        "broker_transport": fs_broker.TRANSPORT if settings.is_embedded_broker else None,
         "broker_transport_options": transport_options,
         # JSON only: a pickle from the wire would execute code.
         "task_serializer": "json",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 
@@ -54,3 +57,32 @@ def test_cli_reports_an_unreachable_server_and_a_wrong_key(tmp_path, samples):
         wrong = subprocess.run(args + ["--url", server.url, "--key", "ocrq_wrong"], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "API key was refused" in wrong.stderr
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def test_a_worker_that_dies_is_started_again_and_jobs_still_finish(tmp_path, samples):
+    with EmbeddedServer(tmp_path / "home") as server:
+        headers = {"Authorization": f"Bearer {server.key}"}
+        pages_worker = next(pid for pid in children(server.process.pid)
+                            if b"--beat" in Path(f"/proc/{pid}/cmdline").read_bytes())
+        os.killpg(pages_worker, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while b"worker worker exited with -9" not in server.log.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert b"worker worker exited with -9" in server.log.read_bytes()
+
+        with (samples / "typewriter.png").open("rb") as body:
+            job_id = httpx.post(f"{server.url}/jobs", headers=headers,
+                                files={"file": ("typewriter.png", body)}).json()["id"]
+        deadline = time.monotonic() + 120
+        while (job := httpx.get(f"{server.url}/jobs/{job_id}", headers=headers).json())["status"] not in (
+                "succeeded", "failed") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert job["status"] == "succeeded", job
+        assert pages_worker not in children(server.process.pid)
