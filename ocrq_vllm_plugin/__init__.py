@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 
+from ocrq_vllm_plugin.holder import SHARED_DIR_ENV
+
 
 def register() -> None:
     """Entry point for `vllm.general_plugins`; safe to call more than once per process."""
     from vllm.logger import init_logger
 
     log = init_logger("vllm.ocrq_vllm_plugin")
-    if os.environ.get("OCRQ_SHARED_WEIGHTS_DIR"):
+    if os.environ.get(SHARED_DIR_ENV):
         import ocrq_vllm_plugin.shared_weights  # noqa: F401  (registers the load formats)
     if os.environ.get("OCRQ_ENCODER_PLUGIN", "1") == "0":
         log.info("ocrq encoder plugin disabled by OCRQ_ENCODER_PLUGIN=0")

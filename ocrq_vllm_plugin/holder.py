@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHARED_DIR_ENV = "OCRQ_SHARED_WEIGHTS_DIR"
+# The load format the holder reads the checkpoint with (vLLM's own; default auto).
+HOLDER_LOAD_FORMAT_ENV = "OCRQ_HOLDER_LOAD_FORMAT"
 HANDLES = "handles.pkl"
 # Exit status of an attached engine whose holder died: the launcher restarts holder then readers.
 HOLDER_LOST_EXIT = 75

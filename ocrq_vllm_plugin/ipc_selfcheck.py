@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from ocrq_vllm_plugin.holder import HOLDER_LOST_EXIT
+from ocrq_vllm_plugin.holder import HOLDER_LOST_EXIT, SHARED_DIR_ENV
 
 LAYERS, WIDTH = 16, 4096  # 16 x 4096^2 bf16 = 512 MiB of weights
 
@@ -74,7 +74,7 @@ def reader_main() -> None:
 
 def main() -> int:
     with tempfile.TemporaryDirectory() as directory:
-        env = {**os.environ, "OCRQ_SHARED_WEIGHTS_DIR": directory}
+        env = {**os.environ, SHARED_DIR_ENV: directory}
         cmd = [sys.executable, "-m", "ocrq_vllm_plugin.ipc_selfcheck"]
         holder_proc = subprocess.Popen([*cmd, "--holder"], env=env, stdout=subprocess.PIPE, text=True)
         held = json.loads(holder_proc.stdout.readline())

@@ -52,7 +52,7 @@ class HolderLoader(BaseModelLoader):
 
     def __init__(self, load_config) -> None:
         super().__init__(load_config)
-        inner_format = os.environ.get("OCRQ_HOLDER_LOAD_FORMAT", "auto")
+        inner_format = os.environ.get(holder.HOLDER_LOAD_FORMAT_ENV, "auto")
         self.inner = get_model_loader(dataclasses.replace(load_config, load_format=inner_format))
 
     def download_model(self, model_config: ModelConfig) -> None:

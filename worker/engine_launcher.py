@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 
-from ocrq_vllm_plugin.holder import HolderId
+from ocrq_vllm_plugin.holder import HOLDER_LOAD_FORMAT_ENV, SHARED_DIR_ENV, HolderId
 from ocrq_vllm_plugin.holder import clear as clear_handles
-from ocrq_vllm_plugin.status import STATE_ENV
+from ocrq_vllm_plugin.status import LANE_ENV, STATE_ENV
 from worker.engines.profiles import (
     DEFAULT_MODEL,
     INTERACTIVE_BULK_SM_PERCENT,
@@ -132,7 +132,7 @@ def plan_vllm(
             role = "own" if not share_weights else ("holder" if i == 0 else "attached")
             env = {
                 "CUDA_VISIBLE_DEVICES": str(gpu["index"]), **plugin_env(engine_profile),
-                "OCRQ_ENGINE_LANE": lane, STATE_ENV: str(state_dir / f"{engine_name}.json"),
+                LANE_ENV: lane, STATE_ENV: str(state_dir / f"{engine_name}.json"),
             }
             if mps is not None:
                 env.update(mps.env)
@@ -140,9 +140,9 @@ def plan_vllm(
                     env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(bulk_sm_percent or INTERACTIVE_BULK_SM_PERCENT)
             engine_format = load_format
             if shared_dir is not None:
-                env["OCRQ_SHARED_WEIGHTS_DIR"] = str(shared_dir)
+                env[SHARED_DIR_ENV] = str(shared_dir)
                 if role == "holder":
-                    env["OCRQ_HOLDER_LOAD_FORMAT"] = load_format or "auto"
+                    env[HOLDER_LOAD_FORMAT_ENV] = load_format or "auto"
                 engine_format = f"ocrq_{'holder' if role == 'holder' else 'attach'}"
             specs.append(
                 EngineSpec(
