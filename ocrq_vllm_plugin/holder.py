@@ -60,13 +60,18 @@ def shared_dir() -> Path:
     return Path(value)
 
 
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write a file another process reads while it changes: a reader sees the whole of it or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def publish(directory: Path, payload: dict) -> Path:
-    """Write the export atomically: a reader sees the whole of it or nothing."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write the export where attached engines look for it."""
     target = directory / HANDLES
-    tmp = directory / f".{HANDLES}.{os.getpid()}"
-    tmp.write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
-    os.replace(tmp, target)
+    write_atomically(target, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
     return target
 
 

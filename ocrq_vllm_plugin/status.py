@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from ocrq_vllm_plugin.holder import HolderId
+from ocrq_vllm_plugin.holder import HolderId, write_atomically
 
 STATE_ENV = "OCRQ_ENGINE_STATE_FILE"
 LANE_ENV = "OCRQ_ENGINE_LANE"
@@ -35,11 +35,7 @@ def write_state(**fields: object) -> None:
     path = _path()
     if path is None:
         return
-    state = {**read_state(check_holder=False), **fields}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps({**read_state(check_holder=False), **fields}).encode())
 
 
 def read_state(*, check_holder: bool = True) -> dict:
