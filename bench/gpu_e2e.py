@@ -255,16 +255,7 @@ def bulk_done(api: Api, ids: list[str]) -> tuple[int, int, float]:
 
 
 def generated_tokens(engine_url: str | None) -> float | None:
-    """vLLM's vllm:generation_tokens_total at ENGINE_URL/metrics (summed over its label sets)."""
-    if not engine_url:
-        return None
-    try:
-        text = httpx.get(f"{engine_url.rstrip('/')}/metrics", timeout=10).text
-    except httpx.HTTPError:
-        return None
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-              if line.startswith("vllm:generation_tokens_total")]
-    return sum(values) if values else None
+    return gpu_raw.engine_counter(engine_url, "vllm:generation_tokens_total")
 
 
 def run_lanes(args: argparse.Namespace, api: Api) -> dict:

@@ -4,11 +4,16 @@
     python bench/gpu_raw.py single --url http://127.0.0.1:8100 --tokens 1000
     python bench/gpu_raw.py engine --url http://127.0.0.1:8100 --pages 256 --batch 16 --workers 16
     python bench/gpu_raw.py probe  --url http://127.0.0.1:8100 --tokens 48
+    python bench/gpu_raw.py http   --url http://127.0.0.1:8100,http://127.0.0.1:8101 --pages 512   # pages alternate
+    python bench/gpu_raw.py http   --pages 512 --profile-at 30 --profile-for 8   # vLLM's torch profiler (see below)
     python bench/gpu_raw.py engine --url http://127.0.0.1:8101 --pages 96 --batch 8 --workers 12 --concurrency 96 \
         --timeout 12      # past capacity: pages that time out in a batch are read again alone (read_alone)
 
 Workload: synthetic text-like pages (1190x1540 unless --mixed), output length forced with ignore_eos.
 Each run prints one JSON line and appends it to --out.
+--profile-at S --profile-for T: S seconds into the run, POST /start_profile to the first engine, T seconds later
+/stop_profile. The engine must run with vLLM's --profiler-config; it writes its kernel table to
+<torch_profiler_dir>/profiler_out_0.txt.
 """
 
 from __future__ import annotations
@@ -131,6 +136,23 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict, gate: asyncio.S
         }
 
 
+def engine_counter(engine_url: str | None, name: str) -> float | None:
+    """A counter of vLLM's at ENGINE_URL/metrics, summed over its label sets; None when unreadable."""
+    if not engine_url:
+        return None
+    try:
+        text = httpx.get(f"{engine_url.rstrip('/')}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return None
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith((f"{name}{{", f"{name} "))]
+    return sum(values) if values else None
+
+
+def preemptions(engines: list[str]) -> float | None:
+    counts = [engine_counter(u, "vllm:num_preemptions_total") for u in engines]
+    return None if None in counts else sum(counts)
+
+
 async def run_http(args: argparse.Namespace) -> dict:
     sizes = page_sizes(pages=args.pages, mixed=args.mixed)
     urls = {(s, v): data_url(make_page(s, seed=v)) for s in set(sizes) for v in range(VARIANTS)}
@@ -141,16 +163,39 @@ async def run_http(args: argparse.Namespace) -> dict:
         )
         for i, s in enumerate(sizes)
     ]
+    engines = args.url.split(",")
     gate = asyncio.Semaphore(args.concurrency)
     limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
     async with httpx.AsyncClient(timeout=args.timeout, limits=limits) as client:
         warm = payload(model=args.model, url=urls[(sizes[0], 0)], tokens=16)
-        await asyncio.gather(*(_post(client, args.url, warm, gate) for _ in range(2)))
+        await asyncio.gather(*(_post(client, u, warm, gate) for u in engines for _ in range(2)))
+        preempted_before = preemptions(engines)
         with GpuMemory(args.gpu_memory) as memory:
             started = time.perf_counter()
-            results = await asyncio.gather(*(_post(client, args.url, b, gate) for b in bodies))
+            profiling = asyncio.create_task(_profile(client, engines[0], args.profile_at, args.profile_for))
+            results = await asyncio.gather(
+                *(_post(client, engines[i % len(engines)], b, gate) for i, b in enumerate(bodies))
+            )
             wall = time.perf_counter() - started
-    return summarize("http", args, results, wall, peak_mib=memory.peak_mib if args.gpu_memory else None)
+            profiled = await profiling
+    preempted = preemptions(engines)
+    return summarize(
+        "http", args, results, wall, engines=len(engines), profiled=profiled,
+        preemptions=None if preempted is None or preempted_before is None else preempted - preempted_before,
+        peak_mib=memory.peak_mib if args.gpu_memory else None,
+    )
+
+
+async def _profile(client: httpx.AsyncClient, url: str, at_s: float | None, for_s: float) -> list[float] | None:
+    """Run vLLM's profiler from at_s to at_s + for_s into the run; the window actually covered, in seconds."""
+    if at_s is None:
+        return None
+    await asyncio.sleep(at_s)
+    began = time.perf_counter()
+    (await client.post(f"{url}/start_profile", timeout=60)).raise_for_status()
+    await asyncio.sleep(for_s)
+    (await client.post(f"{url}/stop_profile", timeout=300)).raise_for_status()
+    return [round(at_s, 2), round(at_s + time.perf_counter() - began, 2)]
 
 
 def summarize(mode: str, args: argparse.Namespace, results: list[dict], wall: float, **extra) -> dict:
@@ -274,7 +319,7 @@ def run_probe(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["http", "single", "engine", "probe"])
-    parser.add_argument("--url", default="http://127.0.0.1:8100")
+    parser.add_argument("--url", default="http://127.0.0.1:8100", help="http mode: several, comma-separated")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--pages", type=int, default=256)
     parser.add_argument("--tokens", type=int, default=1000)
@@ -287,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mixed", action="store_true", help="page sizes from business card to A4")
     parser.add_argument("--gpu-memory", action="store_true", help="sample peak GPU memory with nvidia-smi")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--profile-at", type=float, help="http mode: start vLLM's profiler this many s in")
+    parser.add_argument("--profile-for", type=float, default=5.0, help="http mode: seconds to profile")
     parser.add_argument("--label", default="")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)

@@ -44,6 +44,9 @@ def engine(
     cuda_graphs: Annotated[str | None, typer.Option(help="Override: decode, compiled or off.")] = None,
     encoder_plugin: Annotated[bool, typer.Option(help="Per-image encoder attention (ocrq plugin).")] = True,
     load_format: Annotated[str | None, typer.Option(help="vLLM load format, e.g. dummy.")] = None,
+    vllm_args: Annotated[str, typer.Option(
+        help="Further `vllm serve` flags for every engine, as one shell-quoted string, e.g. '--block-size 64'.")]
+    = "",
     cpu_concurrency: Annotated[int, typer.Option(help="cpu backend: pages OCRed at once.")] = 1,
     log_dir: Annotated[Path | None, typer.Option(help="Write each engine's output to DIR/NAME.log.")] = None,
     ready_timeout_s: Annotated[float, typer.Option(help="Seconds to wait for /v1/models.")] = 900.0,
@@ -98,7 +101,7 @@ def engine(
                 gpus=chosen_gpus, engines_per_gpu=engines_per_gpu, lanes=lane_list,
                 share_weights=engine_count > 1 if share_weights is None else share_weights,
                 state_dir=state, memory_cap_gib=memory_cap_gib, load_format=load_format,
-                mps=daemon, bulk_sm_percent=bulk_sm_percent,
+                mps=daemon, bulk_sm_percent=bulk_sm_percent, extra_args=tuple(shlex.split(vllm_args)),
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc

@@ -4,6 +4,7 @@
 #   steps: model check before after fp8 16gb diag   (issue 9; default: these but diag)
 #          ipc lanes share4 own4                      (issue 4 and the end-to-end figure of issue 9)
 #          mps mps100 mps70 nomps                     (issue 4's lanes with and without CUDA MPS; holder killed)
+#          anatomy block pair pairfp8 fp8steady                (issue 9: where a page's time goes; block size; two engines)
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
 . deploy/gpu/env.sh
@@ -150,6 +151,58 @@ step_diag() {  # where the time goes: one API server (vLLM logs its throughput t
   bench 120 http diag-fp8-1api-greedy --pages 256 --tokens 1000 --temperature 0 --top-p 1
   bench 180 http diag-fp8-1api-512 --pages 512 --tokens 1000
   unserve
+}
+
+steady() {  # steady LABEL URLS: 768 pages, 256 in flight (a new page starts as one finishes, as workers feed)
+  bench 200 http "$1-steady" --url "$2" --pages 768 --concurrency 256 --tokens 1000
+}
+
+step_anatomy() {  # issue 9: the decode step's parts outside the engine, then the engine's own kernel tables
+  local prof=$run/profile
+  say "decode step parts (bench/gpu_decode.py)"
+  timeout 300 python3 bench/gpu_decode.py --out "$results" 2>&1 | cut -c1-300 | tee -a "$run/progress.txt"
+  serve_or_safe base-bf16 --profile h200 --vllm-args "--profiler-config '{\"profiler\": \"torch\", \
+\"torch_profiler_dir\": \"$prof\", \"torch_profiler_with_stack\": false}'" || return
+  bench 150 http base-bf16 --pages 256 --tokens 1000
+  bench 120 http base-bf16-prefill --pages 256 --tokens 1
+  steady base-bf16 "$url"
+  bench 150 http prof-prefill --pages 256 --tokens 1 --profile-at 4 --profile-for 3
+  cp "$prof/profiler_out_0.txt" "$run/profile-prefill.txt"
+  bench 200 http prof-decode --pages 256 --tokens 1000 --profile-at 20 --profile-for 3
+  cp "$prof/profiler_out_0.txt" "$run/profile-decode.txt"
+  unserve
+}
+
+step_fp8steady() {  # fp8 KV cache, all at once and steady
+  serve_or_safe fp8 --profile h200 --kv-cache-dtype fp8 || return
+  bench 150 http fp8 --pages 256 --tokens 1000
+  steady fp8 "$url"
+  unserve
+}
+
+step_block() {  # KV cache blocks of 128 tokens instead of vLLM's 16
+  serve_or_safe block128-bf16 --profile h200 --vllm-args "--block-size 128" || return
+  bench 150 http block128-bf16 --pages 256 --tokens 1000
+  steady block128-bf16 "$url"
+  unserve
+}
+
+pair() {  # pair LABEL [ocrq engine options...]: two bulk engines on one weight copy, under MPS
+  local label=$1; shift
+  serve_many "$label" 2 --profile h200 --engines-per-gpu 2 --share-weights --mps on --api-server-count 2 "$@" \
+    || return 1
+  grep -hE "MPS" "$run/logs/$label.launcher.log" | cut -c1-200 | tee -a "$run/progress.txt"
+  bench 150 http "$label" --url "$(urls_of 2)" --pages 256 --tokens 1000
+  steady "$label" "$(urls_of 2)"
+  unserve
+}
+
+step_pair() {  # one engine's encoder beside the other's decoding
+  pair pair-bf16
+}
+
+step_pairfp8() {
+  pair pair-fp8 --kv-cache-dtype fp8
 }
 
 step_ipc() {

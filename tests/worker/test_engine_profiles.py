@@ -204,6 +204,18 @@ def test_cli_dry_run_prints_the_serve_command():
     assert "--no-enable-prefix-caching" in result.output
 
 
+def test_cli_passes_further_vllm_flags_to_every_engine():
+    app = typer.Typer()
+    app.command()(engine_command)
+    result = CliRunner().invoke(
+        app, ["--dry-run", "--gpus", "0", "--engines-per-gpu", "2", "--vllm-args", "--block-size 64 --seed '1 2'"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "serve" in line]
+    assert len(lines) == 2
+    assert all(line.endswith("--block-size 64 --seed '1 2'") for line in lines)
+
+
 def test_cli_rejects_a_bad_override():
     app = typer.Typer()
     app.command()(engine_command)
