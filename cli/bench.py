@@ -53,14 +53,7 @@ def _wait(client: Client, job_ids: list[str], *, interval: float, deadline: floa
             raise ClientError(f"{len(pending)} job(s) still unfinished at the time limit")
         still = []
         for job_id in pending:
-            response = client.request("GET", f"/jobs/{job_id}")
-            if response.status_code == 429:  # many jobs polled at once can exceed the tenant's rate limit
-                still.append(job_id)
-                time.sleep(float(response.headers.get("Retry-After", interval)))
-                continue
-            if response.status_code != 200:
-                raise ClientError(f"{job_id}: {response.status_code} {response.text[:200]}")
-            states[job_id] = response.json()
+            states[job_id] = client.job(job_id)  # the client waits out the tenant's rate limit itself
             if states[job_id]["status"] not in TERMINAL:
                 still.append(job_id)
         pending = still

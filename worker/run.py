@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import socket
+import os
 
 from celery.signals import setup_logging, worker_process_init, worker_ready
 
@@ -39,8 +39,14 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
 
     queues = queues or cpu_worker_queues()
     argv = ["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-P", pool, "--loglevel", settings.log_level,
-            "-n", f"ocrq-{socket.gethostname()}-%i@%h", "--without-gossip", "--without-mingle"]
+            "-n", node_name(gpu=gpu, lane=lane, queues=queues), "--without-gossip", "--without-mingle"]
     if beat:
         settings.home.mkdir(parents=True, exist_ok=True)
         argv += ["--beat"]
     app.worker_main(argv)
+
+
+def node_name(*, gpu: bool, lane: str, queues: list[str]) -> str:
+    """A Celery node name of its own for each worker of a host: its role and pid (one host runs several)."""
+    role = f"gpu-{lane}" if gpu else ("webhooks" if queues == [WEBHOOK_QUEUE] else "cpu")
+    return f"ocrq-{role}-{os.getpid()}@%h"

@@ -8,12 +8,18 @@ spawn an interpreter that imports pypdfium2 and Pillow. A long-lived render proc
 cheaper still, but a fork per page keeps every page, and every tenant, from seeing what an
 earlier hostile file left behind. The child runs the function, reports through a pipe and
 calls os._exit, so nothing of the parent (threads, locks they held, atexit hooks) is used
-further. Page pixels come back through shared memory: pickled down the pipe they cost more
+further. It also freezes the garbage collector's view of what it inherited: a finalizer of the
+parent's garbage could wait forever on a lock that another thread of the parent held at the
+fork. A child that runs out of time writes its stack to stderr before it is killed. Page pixels come back through shared memory: pickled down the pipe they cost more
 than the render. Where fork is missing the function runs in-process, without protection.
 """
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import gc
+import logging
 import mmap
 import os
 import pickle
@@ -34,6 +40,10 @@ from .errors import DocumentRejected
 # its pixels (4 bytes each), plus the libraries' working memory.
 CHILD_MEMORY_BYTES_PER_PIXEL = 16
 CHILD_MEMORY_BASE_BYTES = 1 << 30
+# Time a child that ran out of time gets to write its stack (SIGUSR1) before SIGKILL.
+STACK_DUMP_GRACE_S = 0.5
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +93,7 @@ def run_isolated(
     try:
         payload = _read_until(read_fd, time.monotonic() + timeout_s)
         if payload is None:
+            _dump_stack(pid, what)
             raise DocumentRejected("render_timeout", f"{what.capitalize()} took longer than {timeout_s:g} s.")
         status = _reap(pid)
         reaped = True
@@ -97,6 +108,7 @@ def run_isolated(
 
 
 def _child(write_fd: int, shared: mmap.mmap | None, fn, args, kwargs, *, max_pixels: int, what: str) -> None:
+    gc.freeze()
     code = 1
     try:
         try:
@@ -121,6 +133,9 @@ def _prepare_child(write_fd: int, *, max_pixels: int) -> None:
     os.closerange(write_fd + 1, os.sysconf("SC_OPEN_MAX"))
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # fd 2, not sys.stderr: Celery replaces sys.stderr with a logger that has no file descriptor.
+    with contextlib.suppress(OSError, ValueError):
+        faulthandler.register(signal.SIGUSR1, file=2, all_threads=False)
     _cap_memory(CHILD_MEMORY_BASE_BYTES + CHILD_MEMORY_BYTES_PER_PIXEL * max_pixels)
     # This process is disposable, so Pillow's process-wide bomb limit can give way to the
     # explicit per-page check that the document code makes.
@@ -174,6 +189,15 @@ def _reap(pid: int) -> int | None:
         return os.waitpid(pid, 0)[1]
     except ChildProcessError:
         return None  # SIGCHLD is ignored in this process: the child was reaped for us
+
+
+def _dump_stack(pid: int, what: str) -> None:
+    log.warning("%s: child %d ran out of time; its stack follows on stderr", what.capitalize(), pid)
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        return
+    time.sleep(STACK_DUMP_GRACE_S)
 
 
 def _kill(pid: int) -> None:

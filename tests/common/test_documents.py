@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from common.documents import (
     sniff,
 )
 from common.documents import inspection, rendering
+from common.documents.isolation import run_isolated
 from common.settings import Settings
 from tests.common import hostile
 
@@ -188,6 +191,52 @@ def test_hung_render_times_out(monkeypatch, normal_pdf):
     assert _no_children_left(before)
     monkeypatch.undo()
     assert_still_renders(normal_pdf)
+
+
+def test_a_hung_render_leaves_its_stack_on_stderr(monkeypatch, normal_pdf, capfd):
+    monkeypatch.setattr(rendering, "_render", _hang)
+    with pytest.raises(DocumentRejected):
+        render_page(normal_pdf, 0, limits=Limits(render_timeout_s=0.5))
+    assert "in _hang" in capfd.readouterr().err
+
+
+class _LockingGarbage:
+    """An unreachable cycle whose finalizer takes a lock: only the garbage collector frees it."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.lock, self.me = lock, self
+
+    def __del__(self) -> None:
+        with self.lock:
+            pass
+
+
+def _collect() -> str:
+    gc.collect()
+    return "collected"
+
+
+def test_a_child_does_not_finalize_the_parents_garbage():
+    # Another thread holds the lock at the fork; in the child nobody ever releases it.
+    lock, held, release = threading.Lock(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert held.wait(5)
+    gc.disable()
+    try:
+        _LockingGarbage(lock)
+        assert run_isolated(_collect, timeout_s=10, max_pixels=1, what="collecting") == "collected"
+    finally:
+        release.set()
+        holder.join()
+        gc.enable()
+        gc.collect()
 
 
 def test_hung_inspection_times_out(monkeypatch, normal_pdf):

@@ -19,9 +19,21 @@ from tests.conftest import KEY_A, make_settings
 from tests.support.stack import Stack, wait_for_job
 from tests.worker.conftest_engine import MODEL, running_cpu_engine
 from worker.buckets import gpu_worker_queues
-from worker.celeryconfig import CONTROL_QUEUE, PREPARE_BULK_QUEUE, gpu_worker_default_queues
+from worker.celeryconfig import CONTROL_QUEUE, PREPARE_BULK_QUEUE, WEBHOOK_QUEUE, gpu_worker_default_queues
+from worker.run import node_name
 
 BULK_WORDS = ["granite", "saffron", "lattice", "quiver", "meadow", "cobalt"]
+
+
+def test_the_workers_of_one_host_have_node_names_of_their_own():
+    names = [
+        node_name(gpu=False, lane="all", queues=[]),
+        node_name(gpu=False, lane="all", queues=[WEBHOOK_QUEUE]),
+        node_name(gpu=True, lane="bulk", queues=[]),
+        node_name(gpu=True, lane="interactive", queues=[]),
+    ]
+    assert len(set(names)) == 4
+    assert all(name.startswith("ocrq-") and name.endswith("@%h") for name in names)
 
 
 def test_a_lane_worker_takes_its_lanes_engines_pair_size_and_queues_only():
