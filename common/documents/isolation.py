@@ -10,8 +10,9 @@ earlier hostile file left behind. The child runs the function, reports through a
 calls os._exit, so nothing of the parent (threads, locks they held, atexit hooks) is used
 further. It also freezes the garbage collector's view of what it inherited: a finalizer of the
 parent's garbage could wait forever on a lock that another thread of the parent held at the
-fork. A child that runs out of time writes its stack to stderr before it is killed. Page pixels come back through shared memory: pickled down the pipe they cost more
-than the render. Where fork is missing the function runs in-process, without protection.
+fork. A child that runs out of time writes its stack to stderr before it is killed. Page pixels
+come back through shared memory: pickled down the pipe they cost more than the render. Where
+fork is missing the function runs in-process, without protection.
 """
 
 from __future__ import annotations

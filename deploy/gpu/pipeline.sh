@@ -4,7 +4,7 @@
 #   steps: model check before after fp8 16gb diag   (issue 9; default: these but diag)
 #          ipc lanes share4 own4                      (issue 4 and the end-to-end figure of issue 9)
 #          mps mps100 mps70 nomps                     (issue 4's lanes with and without CUDA MPS; holder killed)
-#          anatomy block pair pairfp8 fp8steady                (issue 9: where a page's time goes; block size; two engines)
+#          anatomy block pair pairfp8 fp8steady      (issue 9: where a page's time goes; block size; two engines)
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
 . deploy/gpu/env.sh
