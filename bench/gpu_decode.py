@@ -15,31 +15,18 @@ Each figure is the median of --repeats timed calls after warm-up, by CUDA events
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu_raw import emit
+
+from ocrq_vllm_plugin.selfcheck import cuda_median_ms
+
 LAYERS, Q_HEADS, KV_HEADS, HEAD_DIM, HIDDEN, VOCAB = 28, 16, 8, 128, 1024, 151_936
 PROMPT_TOKENS, GENERATED = 2377, 1000
-
-
-def timed(fn, *, repeats: int, warmup: int = 3) -> float:
-    """Median milliseconds of fn() on the current stream."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def attention(*, batch: int, block: int, dtype: str, repeats: int) -> dict:
@@ -75,7 +62,7 @@ def attention(*, batch: int, block: int, dtype: str, repeats: int) -> dict:
             fa_version=version, **scales,
         )
 
-    ms = timed(call, repeats=repeats)
+    ms = cuda_median_ms(call, repeats=repeats, warmup=3)
     kv_bytes = int(lengths.sum()) * KV_HEADS * 2 * HEAD_DIM * cache.element_size()
     del cache
     torch.cuda.empty_cache()
@@ -98,7 +85,7 @@ def sampling(*, batch: int, repeats: int) -> dict:
         filtered = apply_top_k_top_p(scaled, None, p)
         random_sample(filtered.softmax(dim=-1, dtype=torch.float32), {})
 
-    return {"part": "sampling", "batch": batch, "top_p": 0.9, "ms_per_step": round(timed(call, repeats=repeats), 3)}
+    return {"part": "sampling", "batch": batch, "top_p": 0.9, "ms_per_step": round(cuda_median_ms(call, repeats=repeats, warmup=3), 3)}
 
 
 def lm_head(*, batch: int, repeats: int) -> dict:
@@ -109,7 +96,7 @@ def lm_head(*, batch: int, repeats: int) -> dict:
     def call() -> None:
         (hidden @ weight.t()).float()
 
-    return {"part": "lm_head", "batch": batch, "ms_per_step": round(timed(call, repeats=repeats), 3)}
+    return {"part": "lm_head", "batch": batch, "ms_per_step": round(cuda_median_ms(call, repeats=repeats, warmup=3), 3)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,11 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(sampling(batch=batch, repeats=args.repeats))
         rows.append(lm_head(batch=batch, repeats=args.repeats))
     for row in rows:
-        line = json.dumps({"mode": "decode-parts", "label": args.label, "gpu": torch.cuda.get_device_name(), **row})
-        print(line, flush=True)
-        if args.out:
-            with args.out.open("a") as f:
-                f.write(line + "\n")
+        emit({"mode": "decode-parts", "label": args.label, "gpu": torch.cuda.get_device_name(), **row}, args.out)
     return 0
 
 

@@ -384,11 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     result = run_e2e(args, api) if args.mode == "e2e" else run_lanes(args, api)
     if info:
         result["stack"] = info
-    line = json.dumps(result)
-    print(line, flush=True)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write(line + "\n")
+    gpu_raw.emit(result, args.out)
     failed = result.get("jobs_failed", 0) or result.get("interactive_loaded", {}).get("failures")
     return 1 if failed else 0
 

@@ -316,6 +316,15 @@ def run_probe(args: argparse.Namespace) -> dict:
     return {"mode": "probe", "label": args.label, "text": response.json()["choices"][0]["message"]["content"]}
 
 
+def emit(result: dict, out: Path | None) -> None:
+    """Print a result as one JSON line, and append it to OUT."""
+    line = json.dumps(result)
+    print(line, flush=True)
+    if out:
+        with out.open("a") as f:
+            f.write(line + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["http", "single", "engine", "probe"])
@@ -346,11 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run_engine(args)
     else:
         result = run_probe(args)
-    line = json.dumps(result)
-    print(line, flush=True)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write(line + "\n")
+    emit(result, args.out)
     return 0 if result.get("failed", 0) == 0 else 1
 
 

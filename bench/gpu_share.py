@@ -26,7 +26,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_e2e import Api, page_png, wait_all
-from gpu_raw import MODEL, PAGE, data_url, make_page, payload
+from gpu_raw import MODEL, PAGE, data_url, emit, make_page, payload
 
 
 def weights(url: str) -> dict | None:
@@ -162,11 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run = {"memory": run_memory, "equality": run_equality, "kill-holder": run_kill_holder}[args.mode]
     result = run(args)
-    line = json.dumps(result)
-    print(line)
-    if args.out:
-        with args.out.open("a") as out:
-            out.write(line + "\n")
+    emit(result, args.out)
     return 0
 
 

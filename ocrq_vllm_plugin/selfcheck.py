@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 
 import torch
@@ -29,17 +30,20 @@ def dense_mask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, leng
     return out.squeeze(0).transpose(0, 1)
 
 
-def _time_ms(fn, repeats: int = 5) -> float:
-    fn()
+def cuda_median_ms(fn, *, repeats: int = 5, warmup: int = 1) -> float:
+    """Median milliseconds of fn() on the current CUDA stream, by CUDA events, after warmup calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
         end.record()
-        torch.cuda.synchronize()
+        end.synchronize()
         times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+    return statistics.median(times)
 
 
 def main() -> int:
@@ -70,7 +74,7 @@ def main() -> int:
         error = ((out.double() - reference).norm() / reference.norm()).item()
         finite = bool(torch.isfinite(out).all())
         ok &= finite and error < 2e-2
-        report[name] = {"rel_error": round(error, 6), "finite": finite, "ms": round(_time_ms(fn), 3)}
+        report[name] = {"rel_error": round(error, 6), "finite": finite, "ms": round(cuda_median_ms(fn), 3)}
     report["ok"] = ok
     print(json.dumps(report))
     return 0 if ok else 1
