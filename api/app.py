@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from api import errors
 from api.body_limit import BodySizeLimit
@@ -13,6 +14,7 @@ from api.routers import batches, health, jobs
 from api.routers import metrics, web, webhooks
 from common.db import Database
 from common.rate_limit import make_rate_limiter
+from common.s3_grants import S3Clients
 from common.services import keys
 from common.services.jobs import Services
 from common.settings import Settings, get_settings
@@ -24,6 +26,7 @@ def build_services(settings: Settings) -> Services:
     return Services(
         settings=settings, db=Database(settings.resolved_database_url), storage=make_storage(settings),
         celery=create_celery(settings), s3=s3_client(settings), limiter=make_rate_limiter(settings),
+        s3_clients=S3Clients(settings),
     )
 
 
@@ -55,4 +58,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(web.router)
     app.mount("/static", web.static_files(), name="static")
+    app.openapi = lambda: _openapi(app)
     return app
+
+
+def _openapi(app: FastAPI) -> dict:
+    """FastAPI's schema, plus the models that routes reading their own bodies name by $ref."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in jobs.BODY_MODELS:
+            model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(model_schema.pop("$defs", {}))
+            components[model.__name__] = model_schema
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -46,7 +46,7 @@ class BodySizeLimit:
                 await self._reject(send)
 
     async def _reject(self, send) -> None:
-        body = json.dumps({"detail": f"request body is larger than {self.max_bytes} bytes"}).encode()
+        body = json.dumps({"code": "too_large", "detail": f"request body is larger than {self.max_bytes} bytes"}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

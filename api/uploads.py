@@ -17,8 +17,11 @@ from common.services.jobs import Rejected, Source
 OPTION_FIELDS = set(JobOptions.model_fields)
 
 
-async def read_multipart(request: Request) -> tuple[Source, JobOptions]:
-    """The uploaded file (copied to a temp file the caller must delete) and the form's options."""
+async def read_multipart(request: Request, *, max_bytes: int) -> tuple[Source, JobOptions]:
+    """The uploaded file (copied to a temp file the caller must delete) and the form's options.
+
+    The body limit in front of this leaves room for the multipart framing; `max_bytes` holds the file itself.
+    """
     try:
         form = await request.form(max_files=1, max_fields=len(OPTION_FIELDS) + 1)
     except Exception as exc:  # starlette raises several types for malformed multipart bodies
@@ -41,12 +44,18 @@ async def read_multipart(request: Request) -> tuple[Source, JobOptions]:
         options = JobOptions.model_validate(raw)
     except ValidationError as exc:
         raise Rejected(422, validation_message(exc), code="invalid_options") from exc
-    digest = hashlib.sha256()
+    digest, size = hashlib.sha256(), 0
     with tempfile.NamedTemporaryFile(prefix="ocrq-upload-", delete=False) as tmp:
         while chunk := upload.file.read(1024 * 1024):
+            size += len(chunk)
+            if size > max_bytes:
+                break
             digest.update(chunk)
             tmp.write(chunk)
     await form.close()
+    if size > max_bytes:
+        Path(tmp.name).unlink(missing_ok=True)
+        raise Rejected(413, f"the file is larger than the {max_bytes}-byte limit", code="too_large")
     source = Source(kind="upload", uri=upload.filename or "upload", filename=upload.filename, path=Path(tmp.name),
                     sha256=digest.hexdigest())
     return source, options

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import httpcore
 import httpx
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -27,7 +28,11 @@ _REFUSED_KINDS = (
     ("is_multicast", "multicast"),
     ("is_private", "private"),
     ("is_reserved", "reserved"),
+    ("is_site_local", "site-local"),
 )
+# IANA's IETF protocol assignments, which the ipaddress tables of CPython before 3.11.10 / 3.12.4
+# (gh-113171) call global. No receiver of ours lives there.
+_SPECIAL_ON_OLD_TABLES = (ipaddress.ip_network("192.0.0.0/24"),)
 
 
 class UrlRefused(ValueError):
@@ -86,6 +91,7 @@ def open_checked(
     # the Host header and TLS SNI/certificate check still use the name.
     pinned = target.copy_with(host=str(address))
     with httpx.Client(
+        transport=_DeadlineTransport(time.monotonic() + timeout_s),
         timeout=timeout_s,
         follow_redirects=False,
         trust_env=False,
@@ -103,6 +109,63 @@ def open_checked(
             yield response
         finally:
             response.close()
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write ends by one deadline, so a peer sending a byte at a time
+    cannot stretch a request past its time cap (httpx's own timeouts bound each operation, not the whole)."""
+
+    def __init__(self, stream: httpcore.NetworkStream, deadline: float) -> None:
+        self._stream, self._deadline = stream, deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _left(self._deadline, timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _left(self._deadline, timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        left = _left(self._deadline, timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, left), self._deadline)
+
+    def get_extra_info(self, info: str):
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self, deadline: float) -> None:
+        self._backend, self._deadline = httpcore.SyncBackend(), deadline
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None) -> httpcore.NetworkStream:
+        left = _left(self._deadline, timeout, httpcore.ConnectTimeout)
+        stream = self._backend.connect_tcp(host, port, left, local_address, socket_options)
+        return _DeadlineStream(stream, self._deadline)
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("unix sockets are not reachable through the outbound guard")
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _left(deadline: float, timeout: float | None, error: type[Exception]) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise error("the request's total time cap has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineTransport(httpx.HTTPTransport):
+    """httpx's own transport (no retries, no proxies from the environment) over the deadline backend."""
+
+    def __init__(self, deadline: float) -> None:
+        super().__init__(trust_env=False, retries=0)
+        self._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(trust_env=False),
+                                             network_backend=_DeadlineBackend(deadline))
 
 
 def read_capped(response: httpx.Response, *, max_bytes: int, deadline: float | None = None) -> tuple[bytes, bool]:
@@ -199,9 +262,9 @@ def _refusal(address: IPAddress, networks: Sequence[IPNetwork]) -> str | None:
         return None
     target = address if embedded is None else embedded
     for attribute, kind in _REFUSED_KINDS:
-        if getattr(target, attribute):
+        if getattr(target, attribute, False):
             return f"{kind} address {target}"
-    if not target.is_global:
+    if not target.is_global or any(target in n for n in _SPECIAL_ON_OLD_TABLES if n.version == target.version):
         return f"non-public address {target}"
     return None
 

@@ -29,6 +29,8 @@ class JobFromSource(JobOptions):
 
     source_url: str | None = Field(default=None, max_length=4096)
     s3_uri: str | None = Field(default=None, max_length=2048, pattern=r"^s3://[^/]+/.+")
+    source_profile: str | None = Field(default=None, max_length=64,
+                                       description="the S3 grant to read s3_uri with; default: the first that allows it")
 
     @model_validator(mode="after")
     def _one_source(self) -> JobFromSource:

@@ -6,8 +6,9 @@ import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlparse
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_HOME = Path.home() / ".ocrq"
@@ -15,13 +16,29 @@ CommaList = Annotated[list[str], NoDecode]
 
 
 class S3SourceProfile(BaseModel):
-    """Credentials for buckets that batches of the listed tenants may read; named in settings, never in requests."""
+    """A grant: which tenants may read and write which S3 locations, and with which credentials.
+
+    `read` and `write` list `bucket-pattern[/key-prefix]` entries: a shell pattern on the bucket name ("*" is
+    any bucket) and a literal key prefix. Named in settings, never in requests; the storage bucket is never granted.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     tenants: list[str]
+    read: list[str] = Field(default_factory=list)
+    write: list[str] = Field(default_factory=list)
+    # The service's own endpoint and credentials: the single-tenant convenience, written down by the operator.
+    use_service_credentials: bool = False
     endpoint_url: str | None = None
     region: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
+
+    @model_validator(mode="after")
+    def _credentials_from_one_place(self) -> S3SourceProfile:
+        if self.use_service_credentials and (self.endpoint_url or self.access_key_id or self.secret_access_key):
+            raise ValueError("use_service_credentials takes no endpoint_url or keys of its own")
+        return self
 
 
 class Settings(BaseSettings):
@@ -122,7 +139,8 @@ class Settings(BaseSettings):
     result_retention_days: int = Field(default=30, ge=0)
     retention_sweep_interval_s: float = Field(default=3600.0, gt=0)
 
-    # Bulk S3 ingestion (batches). Named source profiles as JSON: {"name": {"tenants": [...], "access_key_id": ...}}.
+    # S3 grants as JSON: {"name": {"tenants": [...], "read": ["bucket/prefix/"], "write": [...], "access_key_id": ...}}.
+    # Without one, no tenant reads or writes any bucket through s3_uri or batches.
     s3_source_profiles: dict[str, S3SourceProfile] = Field(default_factory=dict)
     # Objects per list_objects_v2 page: one page is listed, recorded and enqueued per listing task.
     batch_list_page_size: int = Field(default=1000, ge=1, le=1000)
@@ -176,6 +194,15 @@ class Settings(BaseSettings):
     def _time_limits_nest(self) -> Settings:
         if not self.task_soft_time_limit_s < self.task_time_limit_s < self.visibility_timeout_s:
             raise ValueError("need task_soft_time_limit_s < task_time_limit_s < visibility_timeout_s")
+        return self
+
+    @model_validator(mode="after")
+    def _storage_bucket_never_granted(self) -> Settings:
+        parsed = urlparse(self.resolved_storage_url)
+        bucket = parsed.netloc.lower() if parsed.scheme == "s3" else None
+        for name, profile in self.s3_source_profiles.items():
+            if any(entry.partition("/")[0].lower() == bucket for entry in profile.read + profile.write):
+                raise ValueError(f"S3 grant {name!r} names the storage bucket {bucket!r}; it can never be granted")
         return self
 
     @property

@@ -14,13 +14,15 @@ import psycopg
 import pytest
 import redis
 
-from common.settings import Settings
+from common.settings import S3SourceProfile, Settings
 from tests.support import seaweed
 from tests.support.stack import Stack
 
 PG_ADMIN = os.environ.get("OCRQ_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("OCRQ_TEST_REDIS", "redis://127.0.0.1:6379/0")
-BUCKET = "ocrq-test"
+BUCKET = "ocrq-test"  # the service's storage: never a tenant's source, listing or output
+USER_BUCKET = "ocrq-test-user"  # a bucket of the tenants', granted to all of them by SERVICE_GRANT
+SERVICE_GRANT = {"service": S3SourceProfile(tenants=["*"], read=["*"], write=["*"], use_service_credentials=True)}
 KEY_A = "ocrq_test_tenant_a_key_0000000000000000"
 KEY_B = "ocrq_test_tenant_b_key_0000000000000000"
 # Real scans and PDFs from OCRmyPDF's test suite (attribution and licences in samples/SOURCES.rst).
@@ -80,6 +82,7 @@ def redis_url():
 def s3(tmp_path_factory):
     server = seaweed.start(tmp_path_factory.mktemp("seaweed"))
     server.client().create_bucket(Bucket=BUCKET)
+    server.client().create_bucket(Bucket=USER_BUCKET)
     yield server
     server.stop()
 
@@ -90,7 +93,7 @@ def make_settings(*, home: Path, pg_url: str, redis_url: str, s3: seaweed.Seawee
         storage_url=f"s3://{BUCKET}", s3_endpoint_url=s3.endpoint, s3_access_key_id=seaweed.ACCESS_KEY,
         s3_secret_access_key=seaweed.SECRET_KEY, api_keys=[f"tenant-a:{KEY_A}", f"tenant-b:{KEY_B}"],
         net_allowlist=["127.0.0.1/32"], stale_requeue_after_s=30, task_soft_time_limit_s=60,
-        task_time_limit_s=90, visibility_timeout_s=120,
+        task_time_limit_s=90, visibility_timeout_s=120, s3_source_profiles=SERVICE_GRANT,
     )
     return Settings(**(values | overrides))
 

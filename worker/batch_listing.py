@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from common.batch_objects import fingerprint, relative_key, skip_reason
 from common.models import Batch, BatchItem, Job
 from common.models.base import new_id, utcnow
+from common.s3_grants import NotGranted
 from common.services.batches import describe_s3_error
 from worker import dispatch
 from worker.batch_results import finish_if_done
@@ -39,9 +40,9 @@ def list_next_page(ctx: WorkerContext, *, batch_id: str) -> None:
     if batch.list_token:
         request["ContinuationToken"] = batch.list_token
     try:
-        page = ctx.s3_for(batch.source_profile).list_objects_v2(**request)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in TRANSIENT_S3_ERRORS:
+        page = ctx.s3_for_batch(batch, "read").list_objects_v2(**request)
+    except (ClientError, NotGranted) as exc:
+        if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in TRANSIENT_S3_ERRORS:
             raise
         _end_listing(ctx, batch, error=f"listing stopped after {batch.list_pages} page(s): {describe_s3_error(exc)}")
         return

@@ -46,7 +46,7 @@ def write_manifest(ctx: WorkerContext, *, batch: Batch) -> str:
                 spool.write(json.dumps(manifest_line(item, batch=batch), ensure_ascii=False).encode() + b"\n")
             last_id = items[-1].id
         spool.seek(0)
-        ctx.s3_for(batch.source_profile).upload_fileobj(
+        ctx.s3_for_batch(batch, "write").upload_fileobj(
             spool, batch.output_bucket, key, ExtraArgs={"ContentType": "application/x-ndjson"}
         )
     return f"s3://{batch.output_bucket}/{key}"

@@ -13,6 +13,7 @@ from common.batch_objects import relative_key, result_key
 from common.batch_progress import progress
 from common.models import Batch, BatchItem, Job, Page
 from common.models.base import utcnow
+from common.s3_grants import NotGranted
 from common.services import webhooks
 from common.services.batches import describe_s3_error
 from common.webhook_events import base_url, batch_data
@@ -37,7 +38,7 @@ def item_finished(ctx: WorkerContext, *, job: Job, pages: list[Page], status: st
     if status == "succeeded":
         try:
             values["result_key"] = _write_result(ctx, batch=batch, key=key, job=job, pages=pages)
-        except ClientError as exc:
+        except (ClientError, NotGranted) as exc:
             values |= {"status": "failed", "error": f"the result could not be written: {describe_s3_error(exc)}"}
     with ctx.db.session() as session:
         session.execute(update(BatchItem).where(BatchItem.id == item_id, BatchItem.status == "queued").values(**values))
@@ -49,7 +50,7 @@ def _write_result(ctx: WorkerContext, *, batch: Batch, key: str, job: Job, pages
     out_key = result_key(relative_key(key, prefix=batch.input_prefix), output_prefix=batch.output_prefix,
                          output=batch.output)
     body = results.render(job, pages, batch.output).encode()
-    ctx.s3_for(batch.source_profile).put_object(Bucket=batch.output_bucket, Key=out_key, Body=body,
+    ctx.s3_for_batch(batch, "write").put_object(Bucket=batch.output_bucket, Key=out_key, Body=body,
                                                 ContentType=results.MEDIA_TYPES[batch.output])
     return f"s3://{batch.output_bucket}/{out_key}"
 
@@ -79,7 +80,7 @@ def finish_if_done(ctx: WorkerContext, *, batch_id: str) -> str | None:
     error = None
     try:
         manifest = write_manifest(ctx, batch=batch)
-    except ClientError as exc:
+    except (ClientError, NotGranted) as exc:
         manifest, error = None, f"the manifest could not be written: {describe_s3_error(exc)}"
     with ctx.db.session() as session:
         failed = Batch.error.is_not(None) if error is None else true()

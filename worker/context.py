@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 from functools import cached_property
 
+from botocore.client import BaseClient
 from celery import Celery
 
 from common.db import Database
 from common.documents import Limits
-from common.s3_profiles import profile_client
+from common.models import Batch, Job
+from common.s3_grants import Mode, S3Clients, S3Location
 from common.settings import Settings
-from common.storage import make_storage, s3_client
+from common.storage import make_storage
 from worker.engines.base import Engine
 from worker.metrics import WorkerMetrics
 from worker.sources import SourceCache
@@ -26,25 +28,25 @@ class WorkerContext:
         self.limits = Limits.from_settings(settings)
 
     @cached_property
-    def s3(self):
-        return s3_client(self.settings)
+    def s3_clients(self) -> S3Clients:
+        return S3Clients(self.settings)
 
     @cached_property
     def sources(self) -> SourceCache:
-        return SourceCache(root=self.settings.home / "cache" / f"w{self.pid}", storage=self.storage, s3=self.s3,
-                           clients=self.s3_for)
+        return SourceCache(root=self.settings.home / "cache" / f"w{self.pid}", storage=self.storage,
+                           s3_for=self.s3_for_job)
 
-    def s3_for(self, profile: str | None):
-        """The S3 client of a named source profile (built once per process), or the service's own for None."""
-        if profile is None:
-            return self.s3
-        if profile not in self.profile_clients:
-            self.profile_clients[profile] = profile_client(self.settings, profile)
-        return self.profile_clients[profile]
+    def s3_for_job(self, job: Job) -> BaseClient:
+        """The client of the grant that lets the job's tenant read its s3_uri, checked again at read time."""
+        access = [("read", S3Location.parse(job.source_uri))]
+        return self.s3_clients.granted(tenant_id=job.tenant_id, access=access, profile=job.source_profile)
 
-    @cached_property
-    def profile_clients(self) -> dict:
-        return {}
+    def s3_for_batch(self, batch: Batch, mode: Mode) -> BaseClient:
+        """The client of the batch's grant for listing (read) or results (write); a revoked grant raises NotGranted."""
+        location = (S3Location(batch.input_bucket, batch.input_prefix) if mode == "read"
+                    else S3Location(batch.output_bucket, batch.output_prefix))
+        return self.s3_clients.granted(tenant_id=batch.tenant_id, access=[(mode, location)],
+                                       profile=batch.source_profile)
 
     @cached_property
     def metrics(self) -> WorkerMetrics:

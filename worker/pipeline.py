@@ -15,6 +15,7 @@ from common.models import Job, Page
 from common.models.base import utcnow
 from common.netguard import FetchError
 from common.object_keys import source_key
+from common.s3_grants import NotGranted
 from common.sql import insert_ignoring_conflicts
 from common.storage import ObjectMissing
 from worker import routing, tenant_cap
@@ -39,9 +40,9 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
         path = ctx.sources.path(job)
         info = inspect(path, limits=ctx.limits)
         indices = parse_page_ranges(job.pages_spec, info.page_count)
-    except (DocumentRejected, PageRangeError, ObjectMissing, FetchError, OSError, ValueError) as exc:
-        reason = str(exc) or exc.__class__.__name__
-        log.warning("job rejected: %s", reason)
+    except (DocumentRejected, PageRangeError, ObjectMissing, FetchError, NotGranted, OSError, ValueError) as exc:
+        reason = public_reason(exc)
+        log.warning("job rejected: %s (%r)", reason, exc)
         with ctx.db.session() as session:
             failed = job_states.fail_job(session, job_id=job_id, reason=reason)
         if failed:
@@ -61,6 +62,13 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
         job_states.mark_enqueued(session, page_ids=page_ids)
     routing.publish_pages(ctx, page_ids=page_ids, lane=job.priority)
     log.info("job split into pages", extra={"pages": len(indices), "published": len(page_ids)})
+
+
+def public_reason(exc: Exception) -> str:
+    """What the tenant is told: the document's problem in a sentence, never a path or a repr from this worker."""
+    if isinstance(exc, OSError):
+        return "the document could not be read on the worker"
+    return str(exc) or exc.__class__.__name__
 
 
 def _fetch_url_source(ctx: WorkerContext, job: Job) -> str:
@@ -103,8 +111,10 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
             continue
         try:
             ready.append((c, render_page(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)))
-        except (DocumentRejected, ObjectMissing, OSError) as exc:
-            outcomes[c.page.id] = job_states.PageOutcome(error=f"page {c.page.index + 1} could not be rendered: {exc}")
+        except (DocumentRejected, ObjectMissing, NotGranted, OSError) as exc:
+            log.warning("page %d not rendered: %r", c.page.index + 1, exc)
+            outcomes[c.page.id] = job_states.PageOutcome(
+                error=f"page {c.page.index + 1} could not be rendered: {public_reason(exc)}")
     if ready:
         started = time.perf_counter()
         results = ctx.engine.read([rendered.image for _, rendered in ready])
@@ -154,10 +164,22 @@ def _claim(ctx: WorkerContext, *, page_id: str) -> Claimed | None:
         return None
 
 
+# What a tenant reads for an engine failure: engine addresses and client errors stay in the worker's log.
+ENGINE_FAILURES = {
+    "oom": "the engine ran out of memory on this page",
+    "overloaded": "the engine stayed overloaded through every retry",
+    "unavailable": "no engine could be reached",
+    "timeout": "the engine did not answer in time",
+    "invalid": "the engine refused this page",
+}
+
+
 def _outcome(result: PageText | EngineError, rendered: RenderedPage) -> job_states.PageOutcome:
     size = {"width": rendered.width, "height": rendered.height}
     if isinstance(result, EngineError):
-        return job_states.PageOutcome(error=f"{result.kind}: {result}", **size)
+        log.warning("engine failed on the page: %s: %s", result.kind, result)
+        reason = ENGINE_FAILURES.get(result.kind, str(result) if result.kind == "repetition" else "the engine failed")
+        return job_states.PageOutcome(error=f"{result.kind}: {reason}", **size)
     return job_states.PageOutcome(text=result.text, engine=result.engine, engine_url=result.details.get("url"),
                                   model=result.model, seconds=result.seconds, **size)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from botocore.client import BaseClient
 
 from common.models import Job
-from common.storage import Storage, download_object, parse_s3_uri
+from common.s3_grants import S3Location
+from common.storage import Storage, download_object
 
 MAX_AGE_S = 3600
 
@@ -19,10 +20,9 @@ MAX_AGE_S = 3600
 class SourceCache:
     """Local copies of sources, one per job, dropped after an hour unused."""
 
-    def __init__(self, *, root: Path, storage: Storage, s3: BaseClient | None,
-                 clients: Callable[[str | None], BaseClient] | None = None) -> None:
-        self.root, self.storage, self.s3 = root, storage, s3
-        self.clients = clients  # the client of a job's named source profile
+    def __init__(self, *, root: Path, storage: Storage, s3_for: Callable[[Job], BaseClient]) -> None:
+        self.root, self.storage = root, storage
+        self.s3_for = s3_for  # the client of the grant that lets the job's tenant read its s3_uri
         root.mkdir(parents=True, exist_ok=True)
 
     def path(self, job: Job) -> Path:
@@ -37,10 +37,9 @@ class SourceCache:
         tmp = self.root / f".{job.id}.{os.getpid()}.part"
         if job.source_key:
             self.storage.download(job.source_key, tmp)
-        elif job.source_kind == "s3" and self.s3 is not None:
-            bucket, key = parse_s3_uri(job.source_uri)
-            client = self.clients(job.source_profile) if self.clients else self.s3
-            download_object(client, bucket, key, tmp)
+        elif job.source_kind == "s3":
+            location = S3Location.parse(job.source_uri)
+            download_object(self.s3_for(job), location.bucket, location.key, tmp)
         else:
             raise FileNotFoundError(f"job {job.id} has no stored source")
         tmp.replace(dest)

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from api import uploads
 from api.deps import ServicesDep, SessionDep, TenantDep
+from api.errors import problem
 from api.idempotency import IdempotencyKeyHeader, replayed
 from common import results
 from common.schemas import JobAccepted, JobFromSource, JobLinks, JobOptions, JobView, PageError
@@ -18,6 +19,8 @@ from common.services import idempotency, jobs
 from common.services.jobs import Rejected, Services, Source
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
+# Read by create_job itself rather than by FastAPI, so the app adds them to the schema's components.
+BODY_MODELS = (JobFromSource,)
 
 SUBMIT_BODY = {
     "requestBody": {
@@ -54,14 +57,14 @@ async def create_job(request: Request, svc: ServicesDep, tenant: TenantDep,
     """Submit a document: a multipart upload (`file`) or a JSON body with `source_url` or `s3_uri`."""
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
-        source, options = await uploads.read_multipart(request)
+        source, options = await uploads.read_multipart(request, max_bytes=svc.settings.max_upload_bytes)
     elif content_type.startswith("application/json"):
         try:
             body = JobFromSource.model_validate_json(await request.body())
         except ValidationError as exc:
             raise Rejected(422, uploads.validation_message(exc), code="invalid_body") from exc
         kind, uri = ("url", body.source_url) if body.source_url else ("s3", body.s3_uri)
-        source, options = Source(kind=kind, uri=uri), body
+        source, options = Source(kind=kind, uri=uri, profile=body.source_profile), body
     else:
         raise Rejected(415, "send multipart/form-data with a file, or application/json with source_url or s3_uri")
     request_fingerprint = idempotency.fingerprint("POST /jobs", source.sha256, source.filename,
@@ -111,11 +114,10 @@ def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: Tenan
     job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
     fmt = format or job.output
     if job.expired_at:
-        return JSONResponse({"detail": "the result has expired and was deleted", "status": job.status,
-                             "expired_at": job.expired_at.isoformat()}, status_code=410)
+        return problem(410, "the result has expired and was deleted", code="expired", status=job.status,
+                       expired_at=job.expired_at.isoformat())
     if job.status != "succeeded":
-        return JSONResponse({"detail": f"job is {job.status}", "status": job.status, "error": job.error},
-                            status_code=409)
+        return problem(409, f"job is {job.status}", code="not_finished", status=job.status, error=job.error)
     if job.result_key:
         key = results.object_key(job.result_key, fmt)
         url = svc.storage.presign(key, ttl_s=svc.settings.presign_ttl_s)

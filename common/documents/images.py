@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageCms, ImageOps
+from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from .errors import DocumentRejected
 from .limits import Limits
@@ -16,6 +17,7 @@ from .limits import Limits
 _PIL_FORMATS = {"png": "PNG", "jpeg": "JPEG", "webp": "WEBP", "bmp": "BMP", "gif": "GIF", "tiff": "TIFF"}
 _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
 _DEEP_MODES = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}
+_QUOTED_PATH = re.compile(r"""['"]?/[^'"\s]*['"]?""")
 
 
 @contextmanager
@@ -32,7 +34,12 @@ def open_image(path: Path, kind: str) -> Iterator[Image.Image]:
 
 
 def _corrupt(kind: str, error: BaseException) -> DocumentRejected:
-    return DocumentRejected("corrupt_image", f"The {kind.upper()} image cannot be decoded: {error}")
+    """The decoder's reason without the local file name PIL puts in some of its messages."""
+    if isinstance(error, UnidentifiedImageError):
+        reason = f"it is not a readable {kind.upper()} file"
+    else:
+        reason = _QUOTED_PATH.sub("the file", str(error)) or error.__class__.__name__
+    return DocumentRejected("corrupt_image", f"The {kind.upper()} image cannot be decoded: {reason}")
 
 
 def page_count(image: Image.Image, kind: str) -> int:

@@ -14,7 +14,7 @@ from common.batch_schemas import BatchCreate
 from common.models import Batch, BatchItem, Job, Page
 from common.models.base import new_id, utcnow
 from common.netguard import UrlRefused, check_url
-from common.s3_profiles import UnknownProfile, check_profile, profile_client
+from common.s3_grants import InvalidLocation, NotGranted, S3Location, UnknownProfile, grant_for
 from common.services.jobs import NotFound, Rejected, Services
 from worker import dispatch
 
@@ -35,11 +35,8 @@ def create_batch(svc: Services, *, tenant_id: str, request: BatchCreate) -> Batc
             check_url(request.webhook_url, allowlist=svc.settings.net_allowlist)
         except UrlRefused as exc:
             raise Rejected(422, f"webhook_url refused: {exc}", code="url_refused") from exc
-    try:
-        check_profile(svc.settings, tenant_id=tenant_id, name=request.source_profile)
-    except UnknownProfile as exc:
-        raise Rejected(422, f"no S3 source profile named {exc} for this tenant", code="unknown_source_profile") from exc
-    client = svc.s3 if request.source_profile is None else profile_client(svc.settings, request.source_profile)
+    profile = _grant(svc, tenant_id=tenant_id, source=source, target=target, profile=request.source_profile)
+    client = svc.s3_clients.get(profile)
     _check_s3(lambda: client.head_bucket(Bucket=source.bucket), field="input_prefix")
     _check_s3(lambda: client.list_objects_v2(Bucket=source.bucket, Prefix=source.prefix, MaxKeys=1),
               field="input_prefix")
@@ -50,10 +47,10 @@ def create_batch(svc: Services, *, tenant_id: str, request: BatchCreate) -> Batc
         id=new_id(), tenant_id=tenant_id, status="listing", input_bucket=source.bucket, input_prefix=source.prefix,
         output_bucket=target.bucket, output_prefix=target.prefix, include=request.include, exclude=request.exclude,
         output=request.output, priority=request.priority, webhook_url=request.webhook_url, meta=request.metadata,
-        source_profile=request.source_profile, retry_failed=request.retry_failed,
+        source_profile=profile, retry_failed=request.retry_failed,
         options_digest=batch_objects.options_digest(
             output=request.output, output_prefix=target, engine=settings.engine, model=settings.engine_model,
-            source_profile=request.source_profile,
+            source_profile=profile,
         ),
         list_pages=0, listing_done=False, created_at=now, progress_sent_at=now,
     )
@@ -68,9 +65,21 @@ def create_batch(svc: Services, *, tenant_id: str, request: BatchCreate) -> Batc
 
 def _prefix(uri: str, *, field: str) -> S3Prefix:
     try:
-        return S3Prefix.parse(uri)
-    except ValueError as exc:
-        raise Rejected(422, f"{field}: {exc}", code="invalid_prefix") from exc
+        location = S3Location.parse(uri, folder=True)
+    except InvalidLocation as exc:
+        raise Rejected(422, f"{field} is not a valid S3 location: {exc}", code="invalid_prefix") from exc
+    return S3Prefix(bucket=location.bucket, prefix=location.key)
+
+
+def _grant(svc: Services, *, tenant_id: str, source: S3Prefix, target: S3Prefix, profile: str | None) -> str:
+    """The one grant that lets the tenant list and read `source` and write `target`."""
+    access = [("read", S3Location(source.bucket, source.prefix)), ("write", S3Location(target.bucket, target.prefix))]
+    try:
+        return grant_for(svc.settings, tenant_id=tenant_id, access=access, profile=profile)
+    except UnknownProfile as exc:
+        raise Rejected(422, f"no S3 source profile named {exc} for this tenant", code="unknown_source_profile") from exc
+    except NotGranted as exc:
+        raise Rejected(403, str(exc), code="s3_not_granted") from exc
 
 
 def _check_s3(call, *, field: str) -> None:
@@ -84,8 +93,10 @@ def _check_s3(call, *, field: str) -> None:
         raise Rejected(503, f"the S3 endpoint did not answer: {exc.__class__.__name__}", code="s3_unavailable") from exc
 
 
-def describe_s3_error(exc: ClientError) -> str:
-    """A short reason from an S3 error; HEAD answers carry only the status code."""
+def describe_s3_error(exc: ClientError | NotGranted) -> str:
+    """A short reason from an S3 error (HEAD answers carry only the status code) or a refused grant."""
+    if isinstance(exc, NotGranted):
+        return str(exc)
     error = exc.response.get("Error", {})
     code = error.get("Code") or str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?"))
     named = {"404": "NoSuchBucket", "403": "AccessDenied", "301": "the bucket is in another region"}

@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from botocore.exceptions import ParamValidationError
 from celery import Celery
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -16,12 +17,13 @@ from common.documents import DocumentRejected, Limits, PageRangeError, inspect, 
 from common.models import Job, Page
 from common.models.base import new_id, utcnow
 from common.netguard import UrlRefused, check_url
-from common.rate_limit import NoLimit, RateLimiter
 from common.object_keys import source_key
+from common.rate_limit import NoLimit, RateLimiter
+from common.s3_grants import InvalidLocation, NotGranted, S3Clients, S3Location, UnknownProfile, grant_for
 from common.schemas import JobOptions
 from common.services import webhooks
 from common.settings import Settings
-from common.storage import ObjectMissing, Storage, head_object, parse_s3_uri
+from common.storage import ObjectMissing, Storage, head_object
 from worker import dispatch
 
 log = logging.getLogger("ocrq.jobs")
@@ -49,6 +51,7 @@ class Source:
     filename: str | None = None
     path: Path | None = None
     sha256: str | None = None  # of an upload's bytes, taken while it was read
+    profile: str | None = None  # the S3 grant the request named, if any
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class Services:
     celery: Celery
     s3: object | None = None
     limiter: RateLimiter = field(default_factory=NoLimit)
+    s3_clients: S3Clients | None = None
 
     @property
     def limits(self) -> Limits:
@@ -71,7 +75,7 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
     """Validate, store the document, commit the job, then publish; a crash between steps is swept up."""
     job_id = new_id()
     _check_outbound(svc, options.webhook_url, field="webhook_url")
-    key, doc_kind, size = None, None, None
+    key, doc_kind, size, profile = None, None, None, None
     if source.kind == "upload":
         doc_kind = _check_document(svc, source.path, options.pages)
         key = source_key(tenant_id=tenant_id, job_id=job_id)
@@ -81,10 +85,10 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
     elif source.kind == "url":
         _check_outbound(svc, source.uri, field="source_url")
     else:
-        _check_s3_object(svc, source.uri)
+        profile = _check_s3_object(svc, tenant_id=tenant_id, uri=source.uri, profile=source.profile)
     job = Job(
         id=job_id, tenant_id=tenant_id, status="queued", source_kind=source.kind, source_uri=source.uri,
-        source_key=key, filename=source.filename, doc_kind=doc_kind, size_bytes=size, pages_spec=options.pages,
+        source_key=key, source_profile=profile, filename=source.filename, doc_kind=doc_kind, size_bytes=size, pages_spec=options.pages,
         output=options.output, priority=options.priority, webhook_url=options.webhook_url, meta=options.metadata,
         enqueued_at=utcnow(),
     )
@@ -117,14 +121,27 @@ def _check_outbound(svc: Services, url: str | None, *, field: str) -> None:
         raise Rejected(422, f"{field} refused: {exc}", code="url_refused") from exc
 
 
-def _check_s3_object(svc: Services, uri: str) -> None:
+def _check_s3_object(svc: Services, *, tenant_id: str, uri: str, profile: str | None) -> str:
+    """The grant that lets the tenant read `uri`, once the object is seen to exist and fit the limit."""
     try:
-        bucket, key = parse_s3_uri(uri)
-        info = head_object(svc.s3, bucket, key)
-    except (ValueError, ObjectMissing) as exc:
+        location = S3Location.parse(uri)
+        profile = grant_for(svc.settings, tenant_id=tenant_id, access=[("read", location)], profile=profile)
+    except InvalidLocation as exc:
+        raise Rejected(422, f"s3_uri is not a valid S3 location: {exc}", code="invalid_s3_uri") from exc
+    except UnknownProfile as exc:
+        raise Rejected(422, f"no S3 source profile named {exc} for this tenant", code="unknown_source_profile") from exc
+    except NotGranted as exc:
+        raise Rejected(403, str(exc), code="s3_not_granted") from exc
+    try:
+        info = head_object(svc.s3_clients.get(profile), location.bucket, location.key)
+    except ObjectMissing as exc:
         raise Rejected(422, f"s3_uri cannot be read: {exc}", code="s3_unreadable") from exc
+    except ParamValidationError as exc:  # what S3's client refuses and the parse above let through
+        raise Rejected(422, "s3_uri is not a valid S3 location", code="invalid_s3_uri") from exc
     if info.size > svc.settings.max_upload_bytes:
-        raise Rejected(413, f"object is {info.size} bytes; the limit is {svc.settings.max_upload_bytes}")
+        raise Rejected(413, f"object is {info.size} bytes; the limit is {svc.settings.max_upload_bytes}",
+                       code="too_large")
+    return profile
 
 
 def get_job(session: Session, *, tenant_id: str, job_id: str) -> Job:

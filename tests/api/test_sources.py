@@ -8,7 +8,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.conftest import BUCKET
+from tests.conftest import USER_BUCKET
 from tests.support.stack import wait_for_job
 from tests.support.text import word_recall
 
@@ -39,8 +39,8 @@ def test_source_url_that_fails_ends_the_job_with_a_reason(client, file_server):
 
 
 def test_s3_uri_is_read_from_the_bucket(client, s3, samples):
-    s3.client().put_object(Bucket=BUCKET, Key="inbox/typewriter.png", Body=(samples / "typewriter.png").read_bytes())
-    response = client.post("/jobs", json={"s3_uri": f"s3://{BUCKET}/inbox/typewriter.png", "output": "json"})
+    s3.client().put_object(Bucket=USER_BUCKET, Key="inbox/typewriter.png", Body=(samples / "typewriter.png").read_bytes())
+    response = client.post("/jobs", json={"s3_uri": f"s3://{USER_BUCKET}/inbox/typewriter.png", "output": "json"})
     assert response.status_code == 202, response.text
     job = wait_for_job(client, response.json()["id"])
     assert job["status"] == "succeeded" and job["source"] == "s3"

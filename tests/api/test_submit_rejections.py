@@ -49,7 +49,12 @@ CASES = {
                                   "data": {"webhook_url": "http://10.0.0.1/hook"}}, 422),
     "metadata source url": (lambda: {"json": {"source_url": "http://169.254.169.254/latest/meta-data"}}, 422),
     "file scheme": (lambda: {"json": {"source_url": "file:///etc/passwd"}}, 422),
-    "missing s3 object": (lambda: {"json": {"s3_uri": "s3://ocrq-test/no/such/object.png"}}, 422),
+    "missing s3 object": (lambda: {"json": {"s3_uri": "s3://ocrq-test-user/no/such/object.png"}}, 422),
+    "bucket name s3 refuses": (lambda: {"json": {"s3_uri": "s3://bad bucket!/k.png"}}, 422),
+    "upper-case bucket": (lambda: {"json": {"s3_uri": "s3://OCRQ-TEST-USER/k.png"}}, 422),
+    "dot-dot key": (lambda: {"json": {"s3_uri": "s3://ocrq-test-user/a/../k.png"}}, 422),
+    "ip bucket": (lambda: {"json": {"s3_uri": "s3://127.0.0.1/k.png"}}, 422),
+    "s3 uri with query": (lambda: {"json": {"s3_uri": "s3://ocrq-test-user/k.png?versionId=1"}}, 422),
 }
 
 
@@ -60,7 +65,9 @@ def test_bad_submission_is_refused_and_leaves_no_trace(idle, case):
     before = _job_count(idle)
     response = client.post("/jobs", **make())
     assert response.status_code == status, response.text
-    assert response.json()["detail"]
+    body = response.json()
+    assert body["detail"] and body["code"], body
+    assert "/tmp" not in response.text and "Traceback" not in response.text and "Error(" not in response.text
     assert _job_count(idle) == before
     assert _stored(idle) == []
     assert _published(idle) == 0
@@ -73,7 +80,28 @@ def test_upload_over_the_limit_is_413(tmp_path_factory, pg_url, redis_url, s3):
         client = stack.client(KEY_A)
         response = client.post("/jobs", files={"file": ("big.png", b"\x89PNG" + b"0" * 200_000)})
         assert response.status_code == 413
+        assert response.json()["code"] == "too_large"
+        # The limit holds to the byte for the file itself, whatever room the body limit leaves for framing.
+        exact = _png_of_size(10_000)
+        one_over = client.post("/jobs", files={"file": ("over.png", exact + b"\0")})
+        assert one_over.status_code == 413 and one_over.json()["code"] == "too_large", one_over.text
         assert _stored(stack) == []
+        at_limit = client.post("/jobs", files={"file": ("exact.png", exact)})
+        assert at_limit.status_code == 202, at_limit.text
+
+
+def _png_of_size(size: int) -> bytes:
+    """A valid PNG padded to exactly `size` bytes with an ancillary chunk PNG readers skip."""
+    import struct
+    import zlib
+
+    base = _png()
+    pad = size - len(base) - 12
+    chunk = struct.pack(">I", pad) + b"teXt" + b"c" * pad
+    chunk += struct.pack(">I", zlib.crc32(chunk[4:]) & 0xFFFFFFFF)
+    padded = base[:-12] + chunk + base[-12:]
+    assert len(padded) == size
+    return padded
 
 
 def _job_count(stack) -> int:

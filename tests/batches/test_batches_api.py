@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from common.models import Batch, BatchItem, Job, Page, WebhookDelivery
 from common.settings import S3SourceProfile
 from tests.batches.support import new_bucket, read_manifest, upload, word_image
-from tests.conftest import KEY_A, KEY_B, make_settings
+from tests.conftest import KEY_A, KEY_B, SERVICE_GRANT, make_settings
 from tests.support import seaweed
 from tests.support.stack import Stack
 from worker import batch_listing, batch_results, batch_sweep, pipeline
@@ -28,10 +28,12 @@ HOOK = "http://127.0.0.1:9/hooks/batches"
 
 @pytest.fixture(scope="module")
 def quiet(tmp_path_factory, pg_url, redis_url, s3):
-    profiles = {
+    everywhere = {"read": ["*"], "write": ["*"]}
+    profiles = SERVICE_GRANT | {
         "archive": S3SourceProfile(tenants=["tenant-a"], access_key_id=seaweed.ACCESS_KEY,
-                                   secret_access_key=seaweed.SECRET_KEY),
-        "revoked": S3SourceProfile(tenants=["tenant-a"], access_key_id="nobody", secret_access_key="wrong-secret"),
+                                   secret_access_key=seaweed.SECRET_KEY, **everywhere),
+        "revoked": S3SourceProfile(tenants=["tenant-a"], access_key_id="nobody", secret_access_key="wrong-secret",
+                                   **everywhere),
     }
     settings = make_settings(home=tmp_path_factory.mktemp("quiet"), pg_url=pg_url, redis_url=redis_url, s3=s3,
                              batch_list_page_size=PAGE_SIZE, s3_source_profiles=profiles, batch_progress_interval_s=0,

@@ -21,6 +21,7 @@ from common.netguard import (
     check_url,
     fetch,
 )
+from common.webhook_sender import send_once
 
 LOOPBACK = ["127.0.0.1/32"]
 CHUNK = 64 * 1024
@@ -165,6 +166,13 @@ def fake_dns(monkeypatch):
         ("http://[::ffff:169.254.169.254]/", "link-local"),
         ("http://[::ffff:10.1.2.3]/", "private"),
         ("http://100.64.0.1/", "non-public"),
+        ("http://[fec0::1]/", "site-local address fec0::1"),
+        ("http://192.0.0.8/", "non-public address 192.0.0.8"),
+        ("http://[64:ff9b:1::1]/", "address 64:ff9b:1::1"),
+        ("http://[2001:db8::1]/", "private address 2001:db8::1"),
+        ("http://198.18.0.1/", "private address 198.18.0.1"),
+        ("http://240.0.0.1/", "private address 240.0.0.1"),
+        ("http://[ff02::1]/", "multicast"),
         ("file:///etc/passwd", "scheme not allowed"),
         ("gopher://127.0.0.1:70/", "scheme not allowed"),
         ("ftp://example.com/", "scheme not allowed"),
@@ -274,6 +282,51 @@ def test_total_time_cap_stops_a_slow_drip(server):
     with pytest.raises(FetchTimeout):
         fetch(f"{server.url}/drip", allowlist=LOOPBACK, max_bytes=1000, timeout_s=0.5, max_redirects=0)
     assert time.monotonic() - started < 1.5
+
+
+@pytest.fixture()
+def trickler():
+    """A raw server on loopback that sends a whole answer's status line and headers one byte every 0.1 s."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Padding: " + b"p" * 200 + b"\r\n\r\nok":
+                    if stop.is_set():
+                        return
+                    try:
+                        conn.sendall(bytes([byte]))
+                    except OSError:
+                        break
+                    time.sleep(0.1)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    listener.close()
+
+
+def test_total_time_cap_stops_headers_sent_a_byte_at_a_time(trickler):
+    started = time.monotonic()
+    with pytest.raises(FetchTimeout):
+        fetch(f"{trickler}/", allowlist=LOOPBACK, max_bytes=1000, timeout_s=1, max_redirects=0)
+    assert time.monotonic() - started < 2
+
+
+def test_a_webhook_receiver_trickling_its_answer_is_cut_at_the_timeout(trickler):
+    started = time.monotonic()
+    attempt = send_once(url=f"{trickler}/hook", body=b"{}", headers={}, allowlist=LOOPBACK, timeout_s=1,
+                        max_response_bytes=1000)
+    assert time.monotonic() - started < 2
+    assert (attempt.outcome, attempt.status_code) == ("retry", None), attempt
+    assert attempt.error == "timed out after 1s"
 
 
 def test_connection_is_pinned_to_the_checked_address(server, fake_dns):

@@ -20,7 +20,7 @@ from common.models import IdempotencyKey, Job
 from common.models.base import utcnow
 from common.services import idempotency
 from common.services.jobs import Rejected
-from tests.conftest import BUCKET, KEY_A
+from tests.conftest import USER_BUCKET, KEY_A
 from tests.support.live_server import live_server
 
 
@@ -86,8 +86,8 @@ def test_same_key_with_another_body_is_409(tenancy_stack, tenant_a, change):
 
 def test_json_bodies_compare_by_meaning_not_bytes(tenancy_stack, tenant_a, s3):
     object_key = f"idempotency/{uuid.uuid4().hex}.png"
-    s3.client().put_object(Bucket=BUCKET, Key=object_key, Body=png())
-    key, uri = str(uuid.uuid4()), f"s3://{BUCKET}/{object_key}"
+    s3.client().put_object(Bucket=USER_BUCKET, Key=object_key, Body=png())
+    key, uri = str(uuid.uuid4()), f"s3://{USER_BUCKET}/{object_key}"
     headers = {"Idempotency-Key": key, "content-type": "application/json"}
     first = tenant_a.post("/jobs", content=json.dumps({"s3_uri": uri, "output": "text"}), headers=headers)
     reordered = tenant_a.post("/jobs", content=json.dumps({"output": "text", "s3_uri": uri}), headers=headers)

@@ -16,7 +16,7 @@ from api.app import create_app
 from common import results
 from common.models import Job
 from tests.common.hostile import text_pdf
-from tests.conftest import BUCKET, KEY_A
+from tests.conftest import USER_BUCKET, KEY_A
 from tests.support.stack import wait_for_job
 
 # Every route with a resource id in its path, and the id it takes. A new such route must be added here.
@@ -45,8 +45,8 @@ def owned(tenancy_stack, tmp_path_factory):
         assert time.monotonic() < deadline, "the finished job recorded no webhook delivery"
         time.sleep(0.2)
     prefix = uuid.uuid4().hex
-    batch = client.post("/batches", json={"input_prefix": f"s3://{BUCKET}/iso-in-{prefix}/",
-                                          "output_prefix": f"s3://{BUCKET}/iso-out-{prefix}/"})
+    batch = client.post("/batches", json={"input_prefix": f"s3://{USER_BUCKET}/iso-in-{prefix}/",
+                                          "output_prefix": f"s3://{USER_BUCKET}/iso-out-{prefix}/"})
     assert batch.status_code == 202, batch.text
     return {"job_id": job_id, "delivery_id": deliveries[0]["id"], "batch_id": batch.json()["id"]}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections import Counter
 
 import pytest
 import schemathesis
@@ -54,13 +55,14 @@ def no_dns(monkeypatch):
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=lambda m: m.value)
 def test_api_answers_within_its_schema(api_schema, no_dns, mode):
     # One hypothesis run per operation (schemathesis' pytest plugin does not load under pytest 9).
-    failures = {}
+    failures, calls = {}, Counter()
     for operation in (result.ok() for result in api_schema.get_all_operations()):
 
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
                   phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
         def call(case):
+            calls[(case.operation.label, case.media_type)] += 1
             case.call_and_validate(headers={"Authorization": f"Bearer {KEY_A}"}, excluded_checks=NOT_APPLICABLE)
 
         try:
@@ -70,3 +72,32 @@ def test_api_answers_within_its_schema(api_schema, no_dns, mode):
         except Exception as exc:  # every operation is tried; all failures are reported together
             failures[operation.label] = exc
     assert not failures, "\n\n".join(f"{label}:\n{exc}" for label, exc in failures.items())
+    print(f"\nschemathesis {mode.value}: {sum(calls.values())} calls", dict(calls))
+    if mode is GenerationMode.POSITIVE:  # both forms of POST /jobs, and a keyed route, were really sent
+        assert calls[("POST /jobs", "multipart/form-data")] and calls[("POST /jobs", "application/json")], calls
+        assert calls[("GET /jobs/{job_id}", None)] and calls[("POST /batches", "application/json")], calls
+
+
+def test_the_schema_is_valid_openapi_and_every_reference_resolves(api_schema):
+    from openapi_spec_validator import validate
+
+    document = api_schema.raw_schema
+    validate(document)
+    refs = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            refs.update([node["$ref"]] if isinstance(node.get("$ref"), str) else [])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(document)
+    assert "#/components/schemas/JobFromSource" in refs
+    for ref in refs:
+        target = document
+        for part in ref.removeprefix("#/").split("/"):
+            assert part in target, f"{ref} does not resolve"
+            target = target[part]

@@ -14,7 +14,7 @@ from common import results
 from common.models import Job, Page
 from common.models.base import utcnow
 from tests.common.hostile import text_pdf
-from tests.conftest import BUCKET
+from tests.conftest import BUCKET, USER_BUCKET
 from tests.support.stack import wait_for_job
 from worker.celeryconfig import CONTROL_QUEUE, build_config
 from worker.retention import PURGE_EXPIRED
@@ -49,11 +49,11 @@ def finished(tenancy_stack, tenant_a, tenant_b, s3, tmp_path):
     """Three succeeded jobs whose results are in S3: two uploads and one read from the user's own s3_uri."""
     pdf = text_pdf(tmp_path / "doc.pdf", ["Retention keeps nothing longer than it was asked to keep."]).read_bytes()
     user_key = f"user-owned/{uuid.uuid4().hex}.pdf"
-    s3.client().put_object(Bucket=BUCKET, Key=user_key, Body=pdf)
+    s3.client().put_object(Bucket=USER_BUCKET, Key=user_key, Body=pdf)
     ids = {
         "old": tenant_a.post("/jobs", files={"file": ("old.pdf", pdf)}).json()["id"],
         "middle": tenant_b.post("/jobs", files={"file": ("middle.pdf", pdf)}).json()["id"],
-        "user_object": tenant_b.post("/jobs", json={"s3_uri": f"s3://{BUCKET}/{user_key}"}).json()["id"],
+        "user_object": tenant_b.post("/jobs", json={"s3_uri": f"s3://{USER_BUCKET}/{user_key}"}).json()["id"],
     }
     for name, job_id in ids.items():
         assert wait_for_job(tenant_a if name == "old" else tenant_b, job_id)["status"] == "succeeded"
@@ -82,7 +82,7 @@ def test_expired_uploads_and_results_are_deleted_from_s3(tenancy_stack, tenant_a
 
     assert not any(stored(s3, key) for key in [old.source_key, *result_keys(old), middle.source_key])
     assert all(stored(s3, key) for key in result_keys(middle))
-    s3.client().head_object(Bucket=BUCKET, Key=user_key)  # the user's own object is never ours to delete
+    s3.client().head_object(Bucket=USER_BUCKET, Key=user_key)  # the user's own object is never ours to delete
     assert load(tenancy_stack, jobs["user_object"].id).expired_at is not None
 
     view = tenant_a.get(f"/jobs/{old.id}").json()
