@@ -1,6 +1,6 @@
 """Which vLLM Pixtral encoder this is, read from its code's shape rather than its version number (torch-free).
 
-vLLM 0.26-0.28: `PixtralHFAttention.forward(hidden_states, attention_mask, position_embeddings)`, and without
+vLLM 0.26.0-0.28.0: `PixtralHFAttention.forward(hidden_states, attention_mask, position_embeddings)`, and without
 xformers the vision model builds one dense block-diagonal mask for all images of a step. The plugin replaces it.
 vLLM 0.29 on (PR 52185): `forward(hidden_states, position_embeddings, cu_seqlens, max_seqlen, sequence_lengths)`
 through `MMEncoderAttention`, each image attending to itself already. The plugin leaves that alone.

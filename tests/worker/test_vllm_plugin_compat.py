@@ -1,7 +1,7 @@
 """The encoder plugin tells vLLM's Pixtral encoders apart by their code's shape (torch-free, no vLLM here).
 
 The stand-in modules copy only what the check reads from vLLM's pixtral.py: PixtralHFAttention.forward's
-parameters and the module-level helpers the 0.26 patch calls (0.26.0 and 0.28.0 as released; 0.29.0 and
+parameters and the module-level helpers the 0.26 patch calls (0.26.0, 0.27.1 and 0.28.0 as released; 0.29.0 and
 0.30.0 as released, after PR 52185 moved the encoder to MMEncoderAttention with cu_seqlens).
 """
 
@@ -20,7 +20,7 @@ def _pixtral(forward, *, helpers=DENSE_MASK_HELPERS):
 
 
 def forward_026(self, hidden_states, attention_mask, position_embeddings):
-    """vLLM 0.26.0-0.28.0: one dense block-diagonal mask over every image of the step."""
+    """vLLM 0.26.0, 0.27.1, 0.28.0: one dense block-diagonal mask over every image of the step."""
 
 
 def forward_029(self, hidden_states, position_embeddings, cu_seqlens, max_seqlen, sequence_lengths):
