@@ -89,12 +89,17 @@ def _fa_version() -> int | None:
     return get_flash_attn_version()
 
 
+def _setting(name: str, allowed: tuple[str, ...]) -> str:
+    wanted = os.environ.get(name, "auto")
+    if wanted not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}")
+    return wanted
+
+
 @functools.cache
 def encoder_backend() -> str:
     """flash (varlen, cu_seqlens) where vLLM's flash attention runs, else sdpa; OCRQ_ENCODER_ATTENTION overrides."""
-    wanted = os.environ.get("OCRQ_ENCODER_ATTENTION", "auto")
-    if wanted not in BACKENDS:
-        raise ValueError(f"OCRQ_ENCODER_ATTENTION must be one of {', '.join(BACKENDS)}")
+    wanted = _setting("OCRQ_ENCODER_ATTENTION", BACKENDS)
     if wanted != "auto":
         return wanted
     try:
@@ -115,9 +120,7 @@ def rotary_mode() -> str:
 
     OCRQ_ENCODER_ROTARY=eager keeps HF's element-wise rotary and the transposes around it.
     """
-    wanted = os.environ.get("OCRQ_ENCODER_ROTARY", "auto")
-    if wanted not in ROTARY_MODES:
-        raise ValueError(f"OCRQ_ENCODER_ROTARY must be one of {', '.join(ROTARY_MODES)}")
+    wanted = _setting("OCRQ_ENCODER_ROTARY", ROTARY_MODES)
     if wanted != "auto":
         return wanted
     try:
