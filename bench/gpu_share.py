@@ -2,11 +2,14 @@
 
     python bench/gpu_share.py memory   --urls http://127.0.0.1:8100,http://127.0.0.1:8101 --label shared-2
     python bench/gpu_share.py equality --urls http://127.0.0.1:8100,http://127.0.0.1:8101 --pages 4 --tokens 64
+    python bench/gpu_share.py equality --urls http://127.0.0.1:8100 --greedy --save bf16.json    # one engine now,
+    python bench/gpu_share.py equality --urls http://127.0.0.1:8100 --greedy --against bf16.json # another later
     python bench/gpu_share.py kill-holder --urls ... [--api http://127.0.0.1:8000 --key KEY --jobs 20]
 
 Each run prints one JSON line and appends it to --out. `memory` reads nvidia-smi (the whole card and each
 process) and each engine's /ocrq/weights; `equality` sends the same pages with the same seed to each engine,
-one request at a time, and compares the generated token ids; `kill-holder` SIGKILLs the holder engine's
+one request at a time, and compares the generated token ids (`--save` keeps the first engine's, `--against`
+compares with ones kept by an engine that ran before: fp8 against bf16 KV, say); `kill-holder` SIGKILLs the holder engine's
 engine-core process, times until every engine serves again, and (with --api) checks that jobs submitted
 just before and during the outage all succeed.
 """
@@ -89,16 +92,34 @@ def _tokens(url: str, body: dict) -> list[int]:
 
 def run_equality(args: argparse.Namespace) -> dict:
     pages = [data_url(make_page(PAGE, seed=i)) for i in range(args.pages)]
-    compared = []
+    sampling = {"temperature": 0.0, "top_p": 1.0} if args.greedy else {}
+    kept = json.loads(args.against.read_text()) if args.against else None
+    compared, first_outputs = [], []
     for i, page in enumerate(pages):
-        body = payload(model=args.model, url=page, tokens=args.tokens) | {"seed": args.seed, "return_token_ids": True}
+        body = payload(model=args.model, url=page, tokens=args.tokens, **sampling) | {
+            "seed": args.seed, "return_token_ids": True}
         outputs = [_tokens(url, body) for url in args.urls]
+        if kept is not None:
+            outputs.insert(0, kept["outputs"][i])
         first = outputs[0]
-        mismatch = [next((k for k, (a, b) in enumerate(zip(first, other)) if a != b), None) for other in outputs[1:]]
+        first_outputs.append(first)
+        mismatch = [first_mismatch(first, other) for other in outputs[1:]]
         compared.append({"page": i, "tokens": len(first), "equal": all(o == first for o in outputs[1:]),
                          "first_mismatch": mismatch, "head": first[:8]})
+    if args.save:
+        args.save.write_text(json.dumps({"label": args.label, "urls": args.urls, "outputs": first_outputs}))
+    agreed = [m for c in compared for m in c["first_mismatch"]]
     return {"mode": "equality", "label": args.label, "urls": args.urls, "seed": args.seed, "tokens": args.tokens,
-            "pages": compared, "all_equal": all(c["equal"] for c in compared)}
+            "greedy": args.greedy, "against": kept["label"] if kept else None, "pages": compared,
+            "all_equal": all(c["equal"] for c in compared),
+            "agreeing_prefix": sorted(args.tokens if m is None else m for m in agreed)}
+
+
+def first_mismatch(a: list[int], b: list[int]) -> int | None:
+    """The first position where two token sequences differ; None when they are equal."""
+    if a == b:
+        return None
+    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def run_kill_holder(args: argparse.Namespace) -> dict:
@@ -153,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--greedy", action="store_true", help="temperature 0 (else LightOn's 0.2 / top-p 0.9)")
+    parser.add_argument("--save", type=Path, help="equality: keep the first engine's token ids here")
+    parser.add_argument("--against", type=Path, help="equality: compare with token ids kept by --save")
     parser.add_argument("--api", default="")
     parser.add_argument("--key", default="")
     parser.add_argument("--jobs", type=int, default=20)

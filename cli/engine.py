@@ -42,6 +42,8 @@ def engine(
     api_server_count: Annotated[int | None, typer.Option(help="Override.")] = None,
     renderer_workers: Annotated[int | None, typer.Option(help="Override.")] = None,
     cuda_graphs: Annotated[str | None, typer.Option(help="Override: decode, compiled or off.")] = None,
+    attention_backend: Annotated[str | None, typer.Option(
+        help="Override the profile's vLLM attention backend, e.g. FLASH_ATTN or FLASHINFER.")] = None,
     encoder_plugin: Annotated[bool, typer.Option(help="Per-image encoder attention (ocrq plugin).")] = True,
     load_format: Annotated[str | None, typer.Option(help="vLLM load format, e.g. dummy.")] = None,
     vllm_args: Annotated[str, typer.Option(
@@ -80,6 +82,7 @@ def engine(
             api_server_count=api_server_count,
             renderer_workers=renderer_workers,
             cuda_graphs=cuda_graphs,
+            attention_backend=attention_backend,
             encoder_plugin=encoder_plugin,
             kv_cache_gib=kv_cache_gib,
         )

@@ -3,7 +3,8 @@
     python -m ocrq_vllm_plugin.ipc_selfcheck          # prints one JSON line
 
 The reader must add no weight memory, compute exactly what the holder computes, and exit with
-HOLDER_LOST_EXIT soon after the holder is killed.
+HOLDER_LOST_EXIT soon after the holder is killed. The holder's last layer shares its first layer's weight
+(as vLLM 0.29 on re-ties an lm_head equal to the embeddings after loading); the reader's does not, yet.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def holder_main() -> None:
     from ocrq_vllm_plugin.weights_ipc import export
 
     model = _model(seed=1)
+    model[-1].weight = model[0].weight
     payload = export(model)
     print(json.dumps({"bytes": payload["bytes"], "output": _output_sum(model)}), flush=True)
     signal.pause()

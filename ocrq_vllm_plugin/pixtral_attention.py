@@ -4,6 +4,8 @@ Without xformers, vLLM concatenates every image of an encoder step into one sequ
 with a dense (N x N) mask, N being the patches of all those images together: time and memory grow
 with the square of the images per step. Here each image attends to its own patches only, through
 one flash-attention varlen call (cu_seqlens) or, where that is unavailable, one SDPA call per image.
+The rotary embedding runs as one Triton kernel in place on the projection's q and k, and attention reads
+them as strided views: no HF element-wise rotary (mul, cat, add) and no transposed copies around it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ocrq_vllm_plugin.compat import pixtral_encoder_kind
+
 
 def _log():
     from vllm.logger import init_logger
@@ -23,6 +27,7 @@ def _log():
 
 _MARK = "_ocrq_per_image_attention"
 BACKENDS = ("auto", "flash", "sdpa")
+ROTARY_MODES = ("auto", "fused", "eager")
 
 
 @dataclass(frozen=True)
@@ -63,10 +68,11 @@ def _sdpa_per_image(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spans: Im
 def _flash_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spans: ImageSpans) -> torch.Tensor:
     from vllm.v1.attention.backends.fa_utils import flash_attn_varlen_func
 
+    # Strided rows are fine (the fused rotary's views); the head dimension must be dense.
     return flash_attn_varlen_func(
-        q.contiguous(),
-        k.contiguous(),
-        v.contiguous(),
+        q,
+        k,
+        v,
         max_seqlen_q=spans.max_len,
         cu_seqlens_q=spans.cu_seqlens,
         max_seqlen_k=spans.max_len,
@@ -83,12 +89,17 @@ def _fa_version() -> int | None:
     return get_flash_attn_version()
 
 
+def _setting(name: str, allowed: tuple[str, ...]) -> str:
+    wanted = os.environ.get(name, "auto")
+    if wanted not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}")
+    return wanted
+
+
 @functools.cache
 def encoder_backend() -> str:
     """flash (varlen, cu_seqlens) where vLLM's flash attention runs, else sdpa; OCRQ_ENCODER_ATTENTION overrides."""
-    wanted = os.environ.get("OCRQ_ENCODER_ATTENTION", "auto")
-    if wanted not in BACKENDS:
-        raise ValueError(f"OCRQ_ENCODER_ATTENTION must be one of {', '.join(BACKENDS)}")
+    wanted = _setting("OCRQ_ENCODER_ATTENTION", BACKENDS)
     if wanted != "auto":
         return wanted
     try:
@@ -103,16 +114,92 @@ def encoder_backend() -> str:
     return chosen
 
 
+@functools.cache
+def rotary_mode() -> str:
+    """fused (vLLM's Triton rotary kernel, in place on q and k) where it imports on a GPU, else eager.
+
+    OCRQ_ENCODER_ROTARY=eager keeps HF's element-wise rotary and the transposes around it.
+    """
+    wanted = _setting("OCRQ_ENCODER_ROTARY", ROTARY_MODES)
+    if wanted != "auto":
+        return wanted
+    try:
+        from vllm.vllm_flash_attn.ops.triton.rotary import apply_rotary  # noqa: F401
+
+        chosen = "fused" if torch.cuda.is_available() else "eager"
+    except Exception:  # noqa: BLE001 - no Triton kernel here: HF's element-wise rotary is always correct
+        chosen = "eager"
+    _log().info("ocrq encoder plugin: rotary embedding %s", chosen)
+    return chosen
+
+
+def encoder_attention(
+    qkv: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    spans: ImageSpans,
+    *,
+    heads: int,
+    head_dim: int,
+    rotary: str | None = None,
+    backend: str | None = None,
+) -> torch.Tensor:
+    """Rotary embedding then per-image attention over the packed (1, patches, 3 * heads * head_dim) projection.
+
+    Returns (patches, heads, head_dim). cos/sin are Pixtral's (patches, head_dim) tables, HF layout.
+    """
+    tokens = qkv.shape[0] * qkv.shape[1]
+    if (rotary or rotary_mode()) == "fused" and qkv.is_cuda:
+        return _fused_rotary_attention(qkv, cos, sin, spans, tokens=tokens, heads=heads, head_dim=head_dim,
+                                       backend=backend)
+    return _eager_rotary_attention(qkv, cos, sin, spans, tokens=tokens, heads=heads, head_dim=head_dim,
+                                   backend=backend)
+
+
+def _eager_rotary_attention(qkv, cos, sin, spans, *, tokens, heads, head_dim, backend):
+    """vLLM 0.26's own sequence: chunk, transpose to (batch, heads, patches, dim), HF rotary, transpose back."""
+    from transformers.models.pixtral.modeling_pixtral import apply_rotary_pos_emb
+
+    batch, patches, _ = qkv.shape
+    q, k, v = qkv.chunk(3, dim=-1)
+    q = q.view(batch, patches, heads, head_dim).transpose(1, 2)
+    k = k.view(batch, patches, heads, head_dim).transpose(1, 2)
+    q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=0)
+    shape = (tokens, heads, head_dim)
+    return attend_per_image(
+        q.transpose(1, 2).reshape(shape), k.transpose(1, 2).reshape(shape), v.reshape(shape), spans, backend=backend
+    )
+
+
+def _fused_rotary_attention(qkv, cos, sin, spans, *, tokens, heads, head_dim, backend):
+    """One Triton kernel rotates q and k in place in the projection's output; attention reads strided views.
+
+    HF's Pixtral tables repeat their first half (cat((freqs, freqs))), so the first half is the
+    (patches, head_dim / 2) table of a NeoX-style (non-interleaved) rotary.
+    """
+    from vllm.vllm_flash_attn.ops.triton.rotary import apply_rotary
+
+    half = head_dim // 2
+    packed = qkv.view(1, tokens, 3 * heads, head_dim)
+    apply_rotary(packed[:, :, : 2 * heads], cos[:, :half], sin[:, :half], interleaved=False, inplace=True)
+    q, k, v = packed.view(tokens, 3, heads, head_dim).unbind(1)
+    return attend_per_image(q, k, v, spans, backend=backend)
+
+
 def patch_pixtral() -> bool:
-    """Patch PixtralHFVisionModel and PixtralHFAttention in place; False when already patched."""
+    """Patch PixtralHFVisionModel and PixtralHFAttention in place where vLLM masks densely; True if this call did."""
     from vllm.model_executor.models import pixtral
 
     model_cls, attention_cls = pixtral.PixtralHFVisionModel, pixtral.PixtralHFAttention
     if getattr(model_cls, _MARK, False):
         return False
-    for name in ("position_ids_in_meshgrid", "apply_rotary_pos_emb", "resolve_visual_encoder_outputs"):
-        if not hasattr(pixtral, name):
-            raise RuntimeError(f"vllm's pixtral module has no {name}: this vLLM is not the one the plugin targets")
+    kind = pixtral_encoder_kind(pixtral)
+    if kind == "per_image":
+        _log().info("ocrq encoder plugin: this vLLM's Pixtral encoder already attends per image; left as it is")
+        return False
+    if kind == "unknown":
+        _log().warning("ocrq encoder plugin: this vLLM's Pixtral encoder is not one the plugin knows; left as it is")
+        return False
 
     original_attention = attention_cls.forward
 
@@ -145,16 +232,9 @@ def patch_pixtral() -> bool:
             return original_attention(self, hidden_states, attention_mask, position_embeddings)
         batch, patches, _ = hidden_states.size()
         qkv, _ = self.qkv_proj(hidden_states)
-        q, k, v = qkv.chunk(3, dim=-1)
-        q = q.view(batch, patches, self.n_heads, self.head_dim).transpose(1, 2)
-        k = k.view(batch, patches, self.n_heads, self.head_dim).transpose(1, 2)
         cos, sin = position_embeddings
-        q, k = pixtral.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=0)
-        shape = (batch * patches, self.n_heads, self.head_dim)
-        out = attend_per_image(
-            q.transpose(1, 2).reshape(shape), k.transpose(1, 2).reshape(shape), v.reshape(shape), attention_mask
-        )
-        attn_output, _ = self.o_proj(out.reshape(batch, patches, self.n_heads * self.head_dim))
+        out = encoder_attention(qkv, cos, sin, attention_mask, heads=self.n_heads, head_dim=self.head_dim)
+        attn_output, _ = self.o_proj(out.view(batch, patches, self.n_heads * self.head_dim))
         return attn_output, None
 
     model_cls.forward = vision_forward

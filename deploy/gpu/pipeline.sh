@@ -5,6 +5,8 @@
 #          ipc lanes share4 own4                      (issue 4 and the end-to-end figure of issue 9)
 #          mps mps100 mps70 nomps                     (issue 4's lanes with and without CUDA MPS; holder killed)
 #          anatomy block pair pairfp8 fp8steady      (issue 9: where a page's time goes; block size; two engines)
+#          decode2 agree xqa                          (issue 21: FA3 vs FlashInfer decoding; fp8 vs bf16 greedy tokens)
+# OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
 . deploy/gpu/env.sh
@@ -22,6 +24,14 @@ launcher=
 trap 'unserve; touch "$run/done"' EXIT
 
 say() { echo "[$(date +%T)] $*" | tee -a "$run/progress.txt"; }
+
+started_at=$(date +%s)
+have() {  # have SECONDS: is there that much of OCRQ_PIPELINE_BUDGET_S left?
+  local left=$(( ${OCRQ_PIPELINE_BUDGET_S:-100000} - ($(date +%s) - started_at) ))
+  [ "$left" -ge "$1" ] && return 0
+  say "skipped (needs ${1}s, ${left}s left)"
+  return 1
+}
 
 is_ready() {  # is_ready [URL]
   python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/v1/models', timeout=2)" \
@@ -185,6 +195,40 @@ step_block() {  # KV cache blocks of 128 tokens instead of vLLM's 16
   bench 150 http block128-bf16 --pages 256 --tokens 1000
   steady block128-bf16 "$url"
   unserve
+}
+
+step_decode2() {  # issue 21 #1: vLLM's FA3 against FlashInfer's XQA (FLASHINFER's decode on Hopper), same paged cache
+  say "decode attention, FA3 vs FlashInfer XQA (first FlashInfer calls JIT-compile; see logs/decode2.err)"
+  timeout 540 python3 bench/gpu_decode.py --backends fa3,flashinfer --layouts NHD --block-sizes 16,64 \
+    --batches 256,512 --skip-parts --label decode-fa3-vs-flashinfer --out "$results" 2> "$run/logs/decode2.err" \
+    | cut -c1-400 | tee -a "$run/progress.txt"
+  tail -n 5 "$run/logs/decode2.err" | cut -c1-300 | tee -a "$run/progress.txt"
+}
+
+agree_engine() {  # agree_engine LABEL STEADY(0|1) [ocrq engine options...]: greedy tokens against bf16's, then steady
+  local label=$1 steady_too=$2; shift 2
+  serve "$label" --profile h200 "$@" || return 1
+  grep -h "resolved query dtypes" "$run/logs/$label"/*.log 2>/dev/null | tail -n 1 | cut -c1-300 | tee -a "$run/progress.txt"
+  [ -f "$run/agree-bf16.json" ] && \
+    share 240 equality "$label" --urls "$url" --pages 16 --tokens 128 --greedy --against "$run/agree-bf16.json"
+  [ "$steady_too" = 1 ] && have 200 && steady "$label" "$url"
+  unserve
+}
+
+step_agree() {  # issue 21: fp8 KV (FA3, FlashInfer) against bf16, greedy, the first 128 tokens of 16 pages; steady pages/s
+  serve_or_safe agree-bf16 --profile h200 || return
+  share 240 equality agree-bf16 --urls "$url" --pages 16 --tokens 128 --greedy --save "$run/agree-bf16.json"
+  have 900 && steady agree-bf16 "$url"
+  unserve
+  # FlashInfer first: FA3's fp8 steady figure exists from issue 9 (8.02 pages/s), FlashInfer's does not.
+  have 400 && READY_S=420 agree_engine agree-fp8-flashinfer 1 --kv-cache-dtype fp8 --attention-backend FLASHINFER
+  have 300 && agree_engine agree-fp8-fa3 1 --kv-cache-dtype fp8
+}
+
+step_xqa() {  # fp8 through FLASHINFER with the XQA decode kernel. vLLM 0.26 routes Hopper decoding to XQA only when it
+  # believes FlashInfer's cubins can be had (artifactory reachable, or flashinfer-cubin installed); offline it fell
+  # back to FlashInfer's native decode (session 6). XQA itself is JIT-compiled from source and needs no cubin.
+  VLLM_HAS_FLASHINFER_CUBIN=1 READY_S=420 agree_engine agree-fp8-xqa 1 --kv-cache-dtype fp8 --attention-backend FLASHINFER
 }
 
 pair() {  # pair LABEL [ocrq engine options...]: two bulk engines on one weight copy, under MPS

@@ -6,7 +6,9 @@ set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 shared=${OCRQ_SHARED_GPU:-$root/../shared/gpu}
 work=$root/.gpuwork
-grep -qx '/.gpuwork/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpuwork/' >> "$root/.git/info/exclude"
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.gpuwork/' "$exclude" 2>/dev/null || echo '/.gpuwork/' >> "$exclude"
 mkdir -p "$work/wheels" "$work/lightonocr-2-1b" /tmp/ocrq-dashscope
 cp "$shared"/lightonocr-2-1b/*.json "$work/lightonocr-2-1b/"
 if [ ! -f "$work/qwen.tiktoken" ]; then
@@ -17,5 +19,13 @@ grep -E '^(tenacity|pydantic-settings|python-dotenv)==' "$root/deploy/gpu/requir
   timeout 300 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform any -d "$work/wheels" "$req"
 done
-du -sh "$work"
-echo "carry [\".gpu/partN\", \".gpuwork\"] with the last part; see deploy/gpu/README.md"
+# FlashInfer as vLLM 0.26 pins it (JIT sources: its kernels compile on the GPU host with the image's nvcc), and
+# the one requirement the device image lacks that it imports; carried with part1 (README.md).
+fi=$root/.gpu/flashinfer
+mkdir -p "$fi"
+for req in flashinfer-python==0.6.14 cuda-tile; do
+  timeout 300 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any -d "$fi" "$req"
+done
+du -sh "$work" "$fi"
+echo "carry [\".gpu/partN\", \".gpuwork\"] with the last part, \".gpu/flashinfer\" with part1; see deploy/gpu/README.md"

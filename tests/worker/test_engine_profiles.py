@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -214,6 +215,18 @@ def test_cli_passes_further_vllm_flags_to_every_engine():
     lines = [line for line in result.output.splitlines() if "serve" in line]
     assert len(lines) == 2
     assert all(line.endswith("--block-size 64 --seed '1 2'") for line in lines)
+
+
+def test_cli_overrides_the_profiles_attention_backend():
+    app = typer.Typer()
+    app.command()(engine_command)
+    result = CliRunner().invoke(app, ["--dry-run", "--gpus", "0", "--kv-cache-dtype", "fp8",
+                                      "--attention-backend", "FLASHINFER"])
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(next(line for line in result.output.splitlines() if "serve" in line))
+    assert argv[argv.index("--attention-backend") + 1] == "FLASHINFER"
+    assert argv.count("--attention-backend") == 1
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8"
 
 
 def test_cli_rejects_a_bad_override():
