@@ -67,6 +67,9 @@ def _openapi(app: FastAPI) -> dict:
     if app.openapi_schema is None:
         schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
         components = schema.setdefault("components", {}).setdefault("schemas", {})
+        # FastAPI documents its own 422 body; every error here has the one shape of api.errors.
+        components["HTTPValidationError"] = errors.ErrorBody.model_json_schema()
+        components.pop("ValidationError", None)
         for model in jobs.BODY_MODELS:
             model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
             components.update(model_schema.pop("$defs", {}))

@@ -10,6 +10,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
 
 from api.uploads import validation_message
@@ -22,7 +23,16 @@ HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "n
               415: "unsupported_media_type", 422: "invalid_request", 429: "rate_limited", 503: "unavailable"}
 
 
-def problem(status: int, detail: str, *, code: str | None = None, headers: dict | None = None,
+class ErrorBody(BaseModel):
+    """Every error answer: a machine code and a plain sentence; a few add fields (e.g. `status`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    detail: str
+
+
+def problem(status: int, detail: str, /, *, code: str | None = None, headers: dict | None = None,
             **extra: object) -> JSONResponse:
     """The one error body: a machine code and a plain sentence, with any extra fields after them."""
     body = {"code": code or HTTP_CODES.get(status, "error"), "detail": detail, **extra}

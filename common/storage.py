@@ -50,14 +50,6 @@ def s3_client(settings: Settings) -> BaseClient:
     )
 
 
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """Split s3://bucket/key into (bucket, key)."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "s3" or not parsed.netloc:
-        raise ValueError(f"not an s3:// URI: {uri!r}")
-    return parsed.netloc, parsed.path.lstrip("/")
-
-
 class S3Storage:
     def __init__(self, client: BaseClient, bucket: str, prefix: str = "") -> None:
         self.client, self.bucket, self.prefix = client, bucket, prefix

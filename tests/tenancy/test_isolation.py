@@ -64,8 +64,23 @@ def test_another_tenants_resource_is_as_missing_as_an_unknown_one(owned, tenant_
     unknown = tenant_b.request(method, path.format(**{name: UNKNOWN}))
     assert theirs.status_code == unknown.status_code == 404
     assert theirs.text.replace(owned[name], UNKNOWN) == unknown.text
+    assert theirs.json()["code"] == "not_found" and theirs.json()["detail"]
     if method == "GET":
         assert tenant_a.get(path.format(**{name: owned[name]}), follow_redirects=False).status_code in (200, 303)
+
+
+def test_every_error_body_has_a_code_and_a_sentence(tenant_a, tenancy_stack):
+    answers = {
+        "unknown route": tenant_a.get("/no/such/route"),
+        "wrong method": tenant_a.put("/jobs"),
+        "no key": tenancy_stack.client(None).get(f"/jobs/{UNKNOWN}"),
+        "wrong query type": tenant_a.get(f"/jobs/{UNKNOWN}/result", params={"format": "docx"}),
+        "batch body of the wrong type": tenant_a.post("/batches", json={"input_prefix": 3}),
+    }
+    for what, response in answers.items():
+        body = response.json()
+        assert 400 <= response.status_code < 500, (what, response.status_code)
+        assert isinstance(body.get("code"), str) and isinstance(body.get("detail"), str) and body["detail"], (what, body)
 
 
 def test_another_tenants_delete_changes_nothing(owned, tenant_a, tenant_b):
