@@ -15,7 +15,7 @@ log = logging.getLogger("ocrq.api")
 def install(app: FastAPI) -> None:
     @app.exception_handler(Rejected)
     async def _rejected(_request: Request, exc: Rejected) -> JSONResponse:
-        return JSONResponse({"detail": exc.detail, "code": exc.code}, status_code=exc.status)
+        return JSONResponse({"detail": exc.detail, "code": exc.code}, status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(NotFound)
     async def _not_found(_request: Request, exc: NotFound) -> JSONResponse:

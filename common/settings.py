@@ -103,6 +103,8 @@ class Settings(BaseSettings):
     task_time_limit_s: int = 360
     visibility_timeout_s: int = 3600
     stale_requeue_after_s: int = 120
+    # How often the beat runs the job sweeper (requeue_stale).
+    sweep_interval_s: float = Field(default=30.0, gt=0)
     worker_concurrency: int = 1
     page_retries: int = 2
 
@@ -110,7 +112,9 @@ class Settings(BaseSettings):
     # first request to finish, and after how long an unfinished first request (its API died) is taken over.
     idempotency_ttl_s: int = Field(default=24 * 3600, ge=60)
     idempotency_wait_s: float = Field(default=10.0, ge=0)
-    idempotency_lock_s: int = Field(default=300, ge=1)
+    # A crashed first request is taken over this long after it claimed the key; its rows and answer commit
+    # together, so taking over a request that is only slow costs it a 409, never a second job.
+    idempotency_lock_s: int = Field(default=60, ge=1)
     # Requests per second per tenant with a burst allowance; 0 turns the limit off.
     rate_limit_rps: float = Field(default=50.0, ge=0)
     rate_limit_burst: int = Field(default=100, ge=1)
@@ -131,6 +135,9 @@ class Settings(BaseSettings):
     batch_sweep_interval_s: float = Field(default=30.0, gt=0)
     # At most one batch.progress webhook per batch in this many seconds.
     batch_progress_interval_s: float = Field(default=30.0, ge=0)
+
+    # Tests only: the name of a crash point (common/faults.py) where the process kills itself.
+    fault_point: str = ""
 
     log_level: str = "INFO"
     # json: one object a line, with job_id, page and task_id on every line about a job; text: for a terminal.

@@ -104,7 +104,8 @@ def build_config(settings: Settings) -> dict:
         # Celery's own logging setup would override ours.
         "worker_hijack_root_logger": False,
         "beat_schedule": {
-            "requeue-stale": {"task": "ocrq.requeue_stale", "schedule": 30.0, "options": {"queue": CONTROL_QUEUE}},
+            "requeue-stale": {"task": "ocrq.requeue_stale", "schedule": settings.sweep_interval_s,
+                              "options": {"queue": CONTROL_QUEUE}},
             # Batches: restart listings that stopped, close items and batches whose end was missed.
             "sweep-batches": {"task": "ocrq.sweep_batches", "schedule": settings.batch_sweep_interval_s,
                               "options": {"queue": CONTROL_QUEUE}},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from celery import Celery
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from common import job_states
+from common import faults, job_states
 from common.db import Database
 from common.documents import DocumentRejected, Limits, PageRangeError, inspect, parse_page_ranges
 from common.models import Job, Page
@@ -30,9 +31,10 @@ log = logging.getLogger("ocrq.jobs")
 class Rejected(Exception):
     """The request cannot be accepted; `status` is the HTTP status to answer with."""
 
-    def __init__(self, status: int, detail: str, *, code: str = "rejected") -> None:
+    def __init__(self, status: int, detail: str, *, code: str = "rejected",
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
-        self.status, self.detail, self.code = status, detail, code
+        self.status, self.detail, self.code, self.headers = status, detail, code, headers
 
 
 class NotFound(Exception):
@@ -67,8 +69,12 @@ class Services:
         return Limits.from_settings(self.settings)
 
 
-def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions) -> Job:
-    """Validate, store the document, commit the job, then publish; a crash between steps is swept up."""
+def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions,
+           record: Callable[[Session, Job], None] | None = None) -> Job:
+    """Validate, store the document, commit the job, then publish; a crash between steps is swept up.
+
+    `record` runs in the job's transaction: what it writes (the Idempotency-Key's answer) commits with the job.
+    """
     job_id = new_id()
     _check_outbound(svc, options.webhook_url, field="webhook_url")
     key, doc_kind, size = None, None, None
@@ -78,6 +84,7 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
         size = source.path.stat().st_size
         with source.path.open("rb") as body:
             svc.storage.put(key, body)
+        faults.reach(svc.settings, "after_upload")
     elif source.kind == "url":
         _check_outbound(svc, source.uri, field="source_url")
     else:
@@ -90,10 +97,16 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
     )
     with svc.db.session() as session:
         session.add(job)
+        session.flush()
+        if record:
+            record(session, job)
+        faults.reach(svc.settings, "after_row")
+    faults.reach(svc.settings, "after_commit")
     try:
         dispatch.publish_prepare(svc.celery, job_id=job_id, lane=options.priority)
     except Exception:  # the job is committed: the sweeper publishes it once the broker is back
         log.exception("publishing failed; the sweeper will publish job %s", job_id, extra={"job_id": job_id})
+    faults.reach(svc.settings, "after_publish")
     return job
 
 
