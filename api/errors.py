@@ -7,6 +7,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from common import outages
 from common.services.jobs import NotFound, Rejected
 
 log = logging.getLogger("ocrq.api")
@@ -25,3 +26,14 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return JSONResponse({"detail": "internal error"}, status_code=500)
+
+    async def _outage(request: Request, exc: Exception) -> JSONResponse:
+        what = outages.outage_of(exc)
+        if what is None:
+            return await _unexpected(request, exc)
+        log.warning("%s unreachable on %s %s: %s", what, request.method, request.url.path, exc.__class__.__name__)
+        retry_s = request.app.state.services.settings.outage_retry_after_s
+        return await _rejected(request, outages.rejection(what, retry_after_s=retry_s))
+
+    for outage_type in (*outages.OUTAGE_TYPES, outages.Unavailable):
+        app.add_exception_handler(outage_type, _outage)

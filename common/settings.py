@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     # At most one batch.progress webhook per batch in this many seconds.
     batch_progress_interval_s: float = Field(default=30.0, ge=0)
 
+    # Retry-After of the 503 the API answers while the database, broker or storage is unreachable.
+    outage_retry_after_s: int = Field(default=5, ge=1)
+
     # Tests only: the name of a crash point (common/faults.py) where the process kills itself.
     fault_point: str = ""
 
