@@ -8,13 +8,14 @@ from dataclasses import dataclass
 
 from sqlalchemy import select, update
 
-from common import job_states, outages
+from common import faults, job_states, outages
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
 from common.log_format import bind_job
 from common.models import Job, Page
 from common.models.base import utcnow
 from common.netguard import FetchError
 from common.object_keys import source_key
+from common.services import webhooks
 from common.sql import insert_ignoring_conflicts
 from common.storage import ObjectMissing
 from worker import dispatch, routing, tenant_cap
@@ -52,6 +53,8 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
         log.warning("job rejected: %s", reason)
         with ctx.db.session() as session:
             failed = job_states.fail_job(session, job_id=job_id, reason=reason)
+            delivery_id = failed and webhooks.record_job_ended(session, settings=ctx.settings, job_id=job_id)
+        webhooks.publish_recorded(ctx.app, ctx.settings, delivery_id)
         if failed:
             job_finished(ctx, job_id=job_id, status="failed")
         return
@@ -215,5 +218,8 @@ def close_job_if_done(ctx: WorkerContext, *, job_id: str) -> None:
     store_large_result(ctx, job_id=job_id)
     with ctx.db.session() as session:
         status = job_states.complete_job_if_done(session, job_id=job_id)
+        delivery_id = status and webhooks.record_job_ended(session, settings=ctx.settings, job_id=job_id)
+    faults.reach(ctx.settings, "after_job_final")
+    webhooks.publish_recorded(ctx.app, ctx.settings, delivery_id)
     if status:
         job_finished(ctx, job_id=job_id, status=status)

@@ -164,7 +164,7 @@ def cancel(svc: Services, *, tenant_id: str, job_id: str) -> Job:
         get_job(session, tenant_id=tenant_id, job_id=job_id)
         canceled = job_states.cancel_job(session, job_id=job_id)
         job_states.refresh_counts(session, job_id=job_id)
-    if canceled:
-        webhooks.notify_job_ended(db=svc.db, celery=svc.celery, settings=svc.settings, job_id=job_id)
+        delivery_id = canceled and webhooks.record_job_ended(session, settings=svc.settings, job_id=job_id)
+    webhooks.publish_recorded(svc.celery, svc.settings, delivery_id)
     with svc.db.session() as session:
         return get_job(session, tenant_id=tenant_id, job_id=job_id)
