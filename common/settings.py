@@ -106,6 +106,12 @@ class Settings(BaseSettings):
     # How often the beat runs the job sweeper (requeue_stale).
     sweep_interval_s: float = Field(default=30.0, gt=0)
     worker_concurrency: int = 1
+    # Messages a CPU worker holds per pool process; a lapsed heartbeat gives back the prefetched ones too.
+    worker_prefetch_multiplier: int = Field(default=1, ge=1)
+    # Each worker beats this often, listing the pages it holds; one silent for heartbeat_lapse_s is dead, and
+    # the sweeper puts its pages (running or prefetched) back on their queues. The scheduler's lease lapses alike.
+    heartbeat_interval_s: float = Field(default=5.0, gt=0)
+    heartbeat_lapse_s: float = Field(default=30.0, gt=0)
     page_retries: int = 2
 
     # Tenancy. Idempotency-Key: how long a stored answer is replayed, how long a duplicate waits for the

@@ -162,7 +162,7 @@ def _claim(ctx: WorkerContext, *, page_id: str) -> Claimed | None:
     """The page, its job and this attempt's number; None if it is not ours to read now."""
     try:
         with ctx.db.session() as session:
-            attempts = tenant_cap.claim_page(session, page_id=page_id, settings=ctx.settings)
+            attempts = tenant_cap.claim_page(session, page_id=page_id, settings=ctx.settings, worker=ctx.worker)
             if attempts is None:
                 return None
             page = session.get(Page, page_id)

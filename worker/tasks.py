@@ -12,6 +12,7 @@ from worker import (
     batch_results,
     batch_sweep,
     dispatch,
+    liveness,
     pipeline,
     retention,
     sweeper,
@@ -43,6 +44,11 @@ def ocr_page(self, page_id: str) -> None:
 @shared_task(name="ocrq.requeue_stale", bind=True)
 def requeue_stale(self) -> dict[str, int]:
     return sweeper.requeue_stale(context_of(self.app))
+
+
+@shared_task(name=liveness.RECOVER_LAPSED, bind=True)
+def recover_lapsed(self) -> int:
+    return liveness.recover_lapsed(context_of(self.app))
 
 
 @shared_task(name=retention.PURGE_EXPIRED, bind=True)
