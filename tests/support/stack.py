@@ -81,6 +81,8 @@ class Stack:
                      module: str = "cli.main") -> Worker:
         """Start `ocrq worker` and wait until it has loaded its engine and listens."""
         log = self.logs / f"worker-{len(self.workers)}.log"
+        if "--beat" not in args:  # tests choose which worker runs the sweepers' schedule
+            args = ("--no-beat", *args)
         env = os.environ.copy() | settings_env(self.settings) | (extra_env or {})
         process = subprocess.Popen([sys.executable, "-m", module, "worker", *args], cwd=ROOT, env=env,
                                    stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
