@@ -19,7 +19,7 @@ from tests.batches.support import new_bucket, upload, word_for, word_image
 from tests.conftest import KEY_A, make_settings
 from tests.support import webhook_receiver
 from tests.support.api_process import ApiProcess
-from tests.support.stack import Stack
+from tests.support.stack import Stack, wait_until
 from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues
 
 JOB_POINTS = ("after_upload", "after_row", "after_commit", "after_publish")
@@ -87,14 +87,6 @@ def png_of(word: str) -> bytes:
     Image.open(io.BytesIO(word_image(word))).save(buffer, "PNG")
     return buffer.getvalue()
 
-
-def wait_until(check, *, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"{what} not within {timeout}s")
 
 
 def test_post_jobs_killed_at_each_step_makes_one_job_per_key(crash_stack, receiver):

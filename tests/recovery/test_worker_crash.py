@@ -14,7 +14,7 @@ from common.models.base import utcnow
 from tests.batches.support import word_image
 from tests.conftest import KEY_A, make_settings
 from tests.support import webhook_receiver
-from tests.support.stack import Stack, wait_for_job
+from tests.support.stack import Stack, wait_for_job, wait_until
 from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues
 
 TIMERS = {"stale_requeue_after_s": 3, "sweep_interval_s": 2, "webhook_retry_schedule_s": [0, 0.5, 1]}
@@ -36,14 +36,6 @@ def receiver(crash_stack):
     server.shutdown()
     server.server_close()
 
-
-def wait_until(check, *, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"{what} not within {timeout}s")
 
 
 def test_worker_killed_between_a_jobs_last_page_and_its_event_delivers_it_once(crash_stack, receiver):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,13 +12,8 @@ from pathlib import Path
 import httpx
 
 from common.settings import Settings
+from tests.support.servers import free_port
 from tests.support.stack import ROOT, settings_env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ApiProcess:
