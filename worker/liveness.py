@@ -10,6 +10,7 @@ died, or a hard time limit killed it), the sweeper queues it again. The same tab
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections import defaultdict
@@ -47,22 +48,27 @@ def renew(session: Session, *, name: str, holder: str, lapse_s: float, pages: li
     return session.execute(update(Lease).where(Lease.name == name, mine).values(**values)).rowcount == 1
 
 
-def held_pages() -> list[str]:
+def held_pages(app) -> list[str]:
     """Page ids of the messages this worker process has received and not finished (prefetched or running)."""
     from celery.worker import state
 
+    requests = list(state.reserved_requests)
+    # GPU batching tasks keep their prefetched messages in buffers of their own until a batch is full.
+    for task in list(app.tasks.values()):
+        if task.name.startswith(buckets.GPU_TASK_PREFIX) and hasattr(task, "_buffer"):
+            requests += list(task._buffer.queue) + list(task._pending.queue)
     ids = []
-    for request in list(state.reserved_requests):
+    for request in requests:
         if request.name == dispatch.OCR_PAGE or request.name.startswith(buckets.GPU_TASK_PREFIX):
             ids.extend(str(arg) for arg in (request.args or [])[:1])
-    return ids
+    return list(dict.fromkeys(ids))
 
 
 class Heartbeat:
     """The thread that keeps a worker's lease alive; stop() removes the lease on a clean shutdown."""
 
-    def __init__(self, settings: Settings, *, name: str, holder: str) -> None:
-        self.settings, self.name, self.holder = settings, name, holder
+    def __init__(self, app, settings: Settings, *, name: str, holder: str) -> None:
+        self.app, self.settings, self.name, self.holder = app, settings, name, holder
         self.db = Database(settings.resolved_database_url)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ocrq-heartbeat", daemon=True)
@@ -74,7 +80,7 @@ class Heartbeat:
     def beat(self) -> None:
         with self.db.session() as session:
             renew(session, name=self.name, holder=self.holder, lapse_s=self.settings.heartbeat_lapse_s,
-                  pages=held_pages(), steal_lapsed=False)
+                  pages=held_pages(self.app), steal_lapsed=False)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -157,13 +163,13 @@ class ElectedScheduler(beat.Scheduler):
         super().setup_schedule()
         settings: Settings = self.app.ocrq_settings
         self._settings, self._db = settings, Database(settings.resolved_database_url)
-        self._me, self._leading = new_id(), False
+        self._me, self._leading, self._lease = new_id(), False, scheduler_lease(settings)
 
     def tick(self, *args, **kwargs) -> float:
         renew_s = self._settings.heartbeat_lapse_s / 3
         try:
             with self._db.session() as session:
-                leading = renew(session, name=SCHEDULER, holder=self._me, lapse_s=self._settings.heartbeat_lapse_s)
+                leading = renew(session, name=self._lease, holder=self._me, lapse_s=self._settings.heartbeat_lapse_s)
         except Exception:  # database unreachable: do not lead on a stale lease
             log.warning("scheduler lease not renewed", exc_info=True)
             leading = False
@@ -173,3 +179,18 @@ class ElectedScheduler(beat.Scheduler):
         if not leading:
             return renew_s
         return min(super().tick(*args, **kwargs), renew_s)
+
+    def close(self) -> None:
+        """Hand the lease back on a clean stop, so another worker takes over at its next tick."""
+        super().close()
+        try:
+            with self._db.session() as session:
+                session.execute(delete(Lease).where(Lease.name == self._lease, Lease.holder == self._me))
+        except Exception:  # it lapses on its own
+            log.warning("scheduler lease not handed back", exc_info=True)
+
+
+def scheduler_lease(settings: Settings) -> str:
+    """One scheduler per broker (and key prefix): the deployment whose queues it sends to."""
+    digest = hashlib.sha256(f"{settings.resolved_broker_url}|{settings.broker_key_prefix}".encode()).hexdigest()
+    return f"{SCHEDULER}:{digest[:16]}"

@@ -54,7 +54,8 @@ def _keep_alive(app, settings: Settings) -> None:
     beating: list[liveness.Heartbeat] = []
 
     def _start(sender=None, **_kwargs) -> None:
-        beating.append(liveness.Heartbeat(settings, name=app.ocrq_worker, holder=f"{getattr(sender, 'hostname', 'worker')} pid {os.getpid()}").start())
+        holder = f"{getattr(sender, 'hostname', 'worker')} pid {os.getpid()}"
+        beating.append(liveness.Heartbeat(app, settings, name=app.ocrq_worker, holder=holder).start())
 
     def _stop(**_kwargs) -> None:
         for heartbeat in beating:

@@ -116,7 +116,7 @@ def test_post_jobs_killed_at_each_step_makes_one_job_per_key(crash_stack, receiv
                          timeout=60, what=f"job of {point} finished")
         assert job["status"] == "succeeded", (point, job)
         assert word in httpx.get(f"{stack.api.url}/jobs/{job_id}/result", headers=AUTH).text
-        assert len(wait_until(lambda path=path: receiver.to(path), timeout=20, what="webhook")) == 1
+        assert len(wait_until(lambda path=path: receiver.to(path), timeout=60, what="webhook")) == 1
         with db.session() as session:
             jobs = list(session.scalars(select(Job.id).where(Job.filename == name)))
             pages = session.scalar(select(func.count()).where(Page.job_id == job_id, Page.status == "succeeded"))
@@ -155,7 +155,7 @@ def test_post_batches_killed_at_each_step_makes_one_batch_per_key(crash_stack, r
                                                                      headers=AUTH).json())["finished_at"] and b,
                            timeout=90, what=f"batch of {point} finished")
         assert (batch["status"], batch["succeeded"]) == ("completed", 2), (point, batch)
-        events = wait_until(lambda path=path: receiver.to(path), timeout=20, what="batch webhook")
+        events = wait_until(lambda path=path: receiver.to(path), timeout=60, what="batch webhook")
         assert [json.loads(e.body)["type"] for e in events] == ["batch.completed"]
         with db.session() as session:
             batches = list(session.scalars(select(Batch.id).where(Batch.input_bucket == bucket,
