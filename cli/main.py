@@ -63,7 +63,9 @@ def api(host: str = "127.0.0.1", port: int = 8000, workers: int = 1) -> None:
 def worker(
     queues: Annotated[str | None, typer.Option(help="Comma-separated queues (default: control and CPU pages).")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
-    beat: Annotated[bool, typer.Option(help="Also run the periodic sweeper (one per deployment).")] = False,
+    beat: Annotated[bool, typer.Option(
+        help="Take part in running the sweepers' schedule: every worker may, a database lease lets one at a time.",
+    )] = True,
     pool: Annotated[str, typer.Option(help="prefork (time limits, crash isolation) or solo (one task inline).")]
     = "prefork",
     gpu: Annotated[bool, typer.Option(help="Read pages through the vLLM engines, in same-size batches.")] = False,
