@@ -36,7 +36,8 @@ SUBMIT_BODY = {
                 },
                 "additionalProperties": False,
             }},
-            "application/json": {"schema": {"$ref": "#/components/schemas/JobFromSource"}},
+            # Inline: the route reads its body itself, so FastAPI puts no JobFromSource in the components.
+            "application/json": {"schema": JobFromSource.model_json_schema()},
         },
     }
 }
