@@ -218,7 +218,7 @@ class PostgresServer(_Server):
             return
         result = subprocess.run(
             [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-             "--locale=C", "--no-sync"], capture_output=True, text=True, user=self._as, cwd=self.dir)
+             "--locale=C", "--no-sync"], capture_output=True, text=True, user=self._as, cwd=self.dir, check=False)
         if result.returncode:
             raise ServerError(f"initdb failed: {result.stderr[-2000:]}")
 
