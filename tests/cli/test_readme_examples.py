@@ -25,10 +25,10 @@ ELSEWHERE = {
 def shell_blocks() -> list[tuple[str, str]]:
     """(heading, code) for every ```sh block, under the nearest ## or ### heading."""
     blocks, heading = [], ""
-    for part in re.split(r"^(```sh\n.*?^```)$", README.read_text(), flags=re.S | re.M):
+    for part in re.split(r"^(```sh\n.*?^```)$", README.read_text(), flags=re.DOTALL | re.MULTILINE):
         if part.startswith("```sh"):
             blocks.append((heading, part.removeprefix("```sh\n").removesuffix("```")))
-        elif titles := re.findall(r"^#{2,3} (.+)$", part, flags=re.M):
+        elif titles := re.findall(r"^#{2,3} (.+)$", part, flags=re.MULTILINE):
             heading = titles[-1].strip()
     return blocks
 
