@@ -75,6 +75,20 @@ def test_a_refused_key_is_explained(page, samples):
     assert "API key was refused" in error.inner_text()
 
 
+def test_a_rejected_file_says_why_and_waits_for_nothing(page, embedded_server, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a document")
+    page.get_by_label("API key").fill(embedded_server.key)
+    page.get_by_label("choose files").set_input_files(str(notes))
+    error = page.locator(".job .error")
+    error.wait_for(timeout=10_000)
+    assert error.inner_text().startswith("Not accepted: ") and "(415)" not in error.inner_text()
+    assert page.locator(".job .status").inner_text() == "rejected"
+    assert page.get_by_label("Text of notes.txt", exact=True).inner_text() == "Nothing will be read from this file."
+    assert not page.get_by_role("group", name="Downloads for notes.txt").is_visible()
+    assert "Waiting" not in page.locator(".job").inner_text()
+
+
 def test_without_a_key_nothing_is_sent(page, samples):
     page.get_by_label("choose files").set_input_files(str(samples / "linn.png"))
     assert "Paste an API key" in page.get_by_role("alert").first.inner_text()
