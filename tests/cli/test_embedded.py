@@ -62,15 +62,15 @@ def test_serve_then_submit_and_poll(tmp_path, samples):
     receiver.shutdown()
 
 
-def test_cli_reports_an_unreachable_server_and_a_wrong_key(tmp_path, samples):
+def test_cli_reports_an_unreachable_server_and_a_wrong_key(tmp_path, samples, embedded_server):
     env = {"OCRQ_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     args = [sys.executable, "-m", "cli.main", "submit", str(samples / "linn.png")]
     gone = subprocess.run(args + ["--url", "http://127.0.0.1:9"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)
     assert gone.returncode == 2 and "cannot reach ocrq" in gone.stderr
-    with EmbeddedServer(tmp_path / "home") as server:
-        wrong = subprocess.run(args + ["--url", server.url, "--key", "ocrq_wrong"], cwd=ROOT, env=env,
-                               capture_output=True, text=True, timeout=60)
+    # The shared server: a refused key changes nothing there.
+    wrong = subprocess.run(args + ["--url", embedded_server.url, "--key", "ocrq_wrong"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "API key was refused" in wrong.stderr
 
 
