@@ -28,7 +28,8 @@ class JobFromSource(JobOptions):
     """A job whose document is fetched by the service: exactly one of source_url or s3_uri."""
 
     source_url: str | None = Field(default=None, max_length=4096)
-    s3_uri: str | None = Field(default=None, max_length=2048, pattern=r"^s3://[^/]+/.+")
+    # The bucket as botocore accepts it: anything else is refused here, not by boto3 mid-request.
+    s3_uri: str | None = Field(default=None, max_length=2048, pattern=r"^s3://[a-zA-Z0-9.\-_]{1,255}/.+")
 
     @model_validator(mode="after")
     def _one_source(self) -> JobFromSource:
