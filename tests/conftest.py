@@ -49,7 +49,7 @@ def _resolve(what: str, configured: str, answers, server_class) -> str:
     try:
         answers(configured)
         _resolved[what] = configured
-    except Exception as unreachable:
+    except (psycopg.Error, redis.RedisError, OSError) as unreachable:
         try:
             server = server_class().start()
         except servers.ServerError as exc:

@@ -126,9 +126,13 @@ class _Server:
 
     def stop(self, *, hard: bool = False) -> None:
         """Stop the server: a clean shutdown, or a SIGKILL with hard=True."""
+        self._halt(lambda: self._signal(signal.SIGKILL if hard else self._stop_signal))
+
+    def _halt(self, ask) -> None:
+        """Ask the server to stop, wait for it (killing it if it takes too long) and for its port to close."""
         if not self.running:
             return
-        self._signal(signal.SIGKILL if hard else self._stop_signal)
+        ask()
         try:
             self.process.wait(timeout=self.timeout)
         except subprocess.TimeoutExpired:
@@ -218,7 +222,7 @@ class PostgresServer(_Server):
             return
         result = subprocess.run(
             [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-             "--locale=C", "--no-sync"], capture_output=True, text=True, user=self._as, cwd=self.dir)
+             "--locale=C", "--no-sync"], capture_output=True, text=True, user=self._as, cwd=self.dir, check=False)
         if result.returncode:
             raise ServerError(f"initdb failed: {result.stderr[-2000:]}")
 
@@ -280,20 +284,16 @@ class RedisServer(_Server):
 
     def restart(self, *, keep_data: bool = True):
         """Stop and start again on the same port: with keep_data, from a snapshot taken on the way down."""
-        if self.running:
-            try:
-                self._command_reply("SHUTDOWN", "SAVE" if keep_data else "NOSAVE")
-            except OSError:
-                pass
-            try:
-                self.process.wait(timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                self._signal(signal.SIGKILL)
-                self.process.wait(timeout=10)
-            self._wait_port_free()
+        self._halt(lambda: self._shutdown(save=keep_data))
         if not keep_data:
             self._wipe()
         return self.start()
+
+    def _shutdown(self, *, save: bool) -> None:
+        try:
+            self._command_reply("SHUTDOWN", "SAVE" if save else "NOSAVE")
+        except OSError:
+            pass
 
     def _wipe(self) -> None:
         for path in [self.dir / "dump.rdb", *self.dir.glob("appendonly*")]:
