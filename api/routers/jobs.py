@@ -36,8 +36,7 @@ SUBMIT_BODY = {
                 },
                 "additionalProperties": False,
             }},
-            # Inline: the route reads its body itself, so FastAPI puts no JobFromSource in the components.
-            "application/json": {"schema": JobFromSource.model_json_schema()},
+            "application/json": {"schema": {"$ref": "#/components/schemas/JobFromSource"}},
         },
     }
 }
