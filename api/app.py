@@ -11,7 +11,7 @@ from api import errors
 from api.body_limit import BodySizeLimit
 from api.metrics import ApiMetrics
 from api.routers import batches, health, jobs
-from api.routers import metrics, web, webhooks
+from api.routers import docs, metrics, web, webhooks
 from common.db import Database
 from common.rate_limit import make_rate_limiter
 from common.s3_grants import S3Clients
@@ -46,7 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.limiter.close()
         svc.db.dispose()
 
-    app = FastAPI(title="ocrq", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="ocrq", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Asynchronous OCR jobs: upload or point at documents, poll or get a webhook.")
     # Multipart overhead on top of the largest allowed file.
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_upload_bytes + 64 * 1024)
@@ -57,7 +57,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(webhooks.router)
     app.include_router(metrics.router)
     app.include_router(web.router)
+    app.include_router(docs.router)
     app.mount("/static", web.static_files(), name="static")
+    app.mount(docs.ASSETS_URL, docs.assets(), name="docs-assets")
     app.openapi = lambda: _openapi(app)
     return app
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
 
 from api.uploads import validation_message
+from common import outages
 from common.services.jobs import NotFound, Rejected
 
 log = logging.getLogger("ocrq.api")
@@ -42,7 +43,7 @@ def problem(status: int, detail: str, /, *, code: str | None = None, headers: di
 def install(app: FastAPI) -> None:
     @app.exception_handler(Rejected)
     async def _rejected(_request: Request, exc: Rejected) -> JSONResponse:
-        return problem(exc.status, exc.detail, code=exc.code)
+        return problem(exc.status, exc.detail, code=exc.code, headers=exc.headers)
 
     @app.exception_handler(NotFound)
     async def _not_found(_request: Request, exc: NotFound) -> JSONResponse:
@@ -61,3 +62,14 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem(500, "internal error", code="internal")
+
+    async def _outage(request: Request, exc: Exception) -> JSONResponse:
+        what = outages.outage_of(exc)
+        if what is None:
+            return await _unexpected(request, exc)
+        log.warning("%s unreachable on %s %s: %s", what, request.method, request.url.path, exc.__class__.__name__)
+        retry_s = request.app.state.services.settings.outage_retry_after_s
+        return await _rejected(request, outages.rejection(what, retry_after_s=retry_s))
+
+    for outage_type in (*outages.OUTAGE_TYPES, outages.Unavailable):
+        app.add_exception_handler(outage_type, _outage)

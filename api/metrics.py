@@ -23,6 +23,7 @@ from common.models.base import utcnow
 from common.queue_depth import QueueDepths
 from common.schemas import LANES
 from common.services.jobs import Services
+from worker.buckets import gpu_worker_queues
 from worker.celeryconfig import page_queue
 
 log = logging.getLogger("ocrq.metrics")
@@ -35,7 +36,10 @@ class ServiceCollector:
 
     def __init__(self, svc: Services) -> None:
         self.svc = svc
-        known = [q.name for q in svc.celery.conf.task_queues or []] + [page_queue(lane) for lane in LANES]
+        # GPU bucket queues are listed only where GPUs read them; on the CPU they show up only if they hold messages.
+        gpu = set() if svc.settings.engine == "vllm" else set(gpu_worker_queues())
+        known = [q.name for q in svc.celery.conf.task_queues or [] if q.name not in gpu]
+        known += [page_queue(lane) for lane in LANES]
         self.queues = QueueDepths(svc.settings, known=known)
         self.engines = configured_engines(svc.settings)
         self.http = httpx.Client(timeout=svc.settings.engine_metrics_timeout_s)

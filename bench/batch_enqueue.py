@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=1000)
     parser.add_argument("--upload-threads", type=int, default=32)
     parser.add_argument("--pg-admin",
-                        default=os.environ.get("OCRQ_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test"))
+                        default=os.environ.get("OCRQ_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres"))
     parser.add_argument("--redis", default=os.environ.get("OCRQ_TEST_REDIS", "redis://127.0.0.1:6379/0"))
     args = parser.parse_args()
 

@@ -11,6 +11,7 @@ import httpx
 from common.settings import get_settings
 
 RATE_LIMIT_RETRIES = 10
+FALLBACK_URL = "http://127.0.0.1:8000"
 
 
 class ClientError(Exception):
@@ -25,6 +26,19 @@ def key_file() -> Path:
     return get_settings().home / "api_key"
 
 
+def url_file() -> Path:
+    """Where `ocrq serve` records the URL it serves on, for the CLI."""
+    return get_settings().home / "url"
+
+
+def default_url() -> str:
+    """OCRQ_URL, else the URL the last `ocrq serve` of this OCRQ_HOME recorded, else port 8000 on loopback."""
+    if url := os.environ.get("OCRQ_URL"):
+        return url
+    path = url_file()
+    return (path.read_text().strip() if path.exists() else "") or FALLBACK_URL
+
+
 def default_key() -> str | None:
     if key := os.environ.get("OCRQ_API_KEY"):
         return key
@@ -33,9 +47,10 @@ def default_key() -> str | None:
 
 
 class Client:
-    def __init__(self, *, url: str, key: str | None, timeout: float = 60.0) -> None:
+    def __init__(self, *, url: str | None = None, key: str | None = None, timeout: float = 60.0) -> None:
+        key = key or default_key()
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.url = url.rstrip("/")
+        self.url = (url or default_url()).rstrip("/")
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
     def request(self, method: str, path: str, **kwargs) -> httpx.Response:
@@ -80,7 +95,18 @@ class Client:
 
 
 def _detail(response: httpx.Response) -> str:
+    """The server's explanation as a sentence, also for FastAPI's list of validation errors."""
     try:
-        return str(response.json().get("detail"))
-    except ValueError:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
         return response.text[:200]
+    if isinstance(detail, list):
+        return "; ".join(_validation_message(item) for item in detail) or "invalid request"
+    return str(detail)
+
+
+def _validation_message(item) -> str:
+    if not isinstance(item, dict):
+        return str(item)
+    where = [str(part) for part in item.get("loc", []) if part not in ("query", "body", "path", "header")]
+    return f"{'.'.join(where)}: {item.get('msg', 'invalid')}" if where else str(item.get("msg", "invalid"))

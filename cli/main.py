@@ -18,8 +18,8 @@ app.add_typer(keys_app, name="keys")
 webhooks_app = typer.Typer(help="Webhook signing secrets.", no_args_is_help=True)
 app.add_typer(webhooks_app, name="webhooks")
 
-DEFAULT_URL = "http://127.0.0.1:8000"
-UrlOpt = Annotated[str, typer.Option(envvar="OCRQ_URL", help="Base URL of the ocrq API.")]
+UrlOpt = Annotated[str | None, typer.Option(
+    envvar="OCRQ_URL", help="Base URL of the ocrq API (default: the one `ocrq serve` recorded, else :8000).")]
 KeyOpt = Annotated[str | None, typer.Option(envvar="OCRQ_API_KEY", help="API key (default: the one `serve` saved).")]
 
 
@@ -63,7 +63,9 @@ def api(host: str = "127.0.0.1", port: int = 8000, workers: int = 1) -> None:
 def worker(
     queues: Annotated[str | None, typer.Option(help="Comma-separated queues (default: control and CPU pages).")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
-    beat: Annotated[bool, typer.Option(help="Also run the periodic sweeper (one per deployment).")] = False,
+    beat: Annotated[bool, typer.Option(
+        help="Take part in running the sweepers' schedule: every worker may, a database lease lets one at a time.",
+    )] = True,
     pool: Annotated[str, typer.Option(help="prefork (time limits, crash isolation) or solo (one task inline).")]
     = "prefork",
     gpu: Annotated[bool, typer.Option(help="Read pages through the vLLM engines, in same-size batches.")] = False,
@@ -101,14 +103,14 @@ def submit(
     pages: str | None = None,
     output: str = "markdown",
     priority: str = "interactive",
-    url: UrlOpt = DEFAULT_URL,
+    url: UrlOpt = None,
     key: KeyOpt = None,
 ) -> None:
     """Submit documents; with --wait, show progress and print or save the results."""
     from cli import submit as submitting
-    from cli.client import Client, ClientError, default_key
+    from cli.client import Client, ClientError
 
-    client = Client(url=url, key=key or default_key())
+    client = Client(url=url, key=key)
     try:
         ok = submitting.run(client, files=files, wait=wait, out=out,
                             options={"pages": pages, "output": output, "priority": priority})
@@ -129,18 +131,18 @@ def ingest(
     profile: Annotated[str | None, typer.Option(help="A named S3 source profile of the service.")] = None,
     retry_failed: Annotated[bool, typer.Option(help="Redo objects whose earlier result is a failure.")] = False,
     wait: bool = False,
-    url: UrlOpt = DEFAULT_URL,
+    url: UrlOpt = None,
     key: KeyOpt = None,
 ) -> None:
     """Read every document under an S3 prefix; prints the batch id, and with --wait follows it to the end."""
     from cli import ingest as ingesting
-    from cli.client import Client, ClientError, default_key
+    from cli.client import Client, ClientError
 
     body = {"input_prefix": input_prefix, "output_prefix": out, "include": include or None,
             "exclude": exclude or None, "output": output, "priority": priority, "source_profile": profile,
             "retry_failed": retry_failed}
     try:
-        ok = ingesting.run(Client(url=url, key=key or default_key()), body=body, wait=wait)
+        ok = ingesting.run(Client(url=url, key=key), body=body, wait=wait)
     except ClientError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -148,26 +150,26 @@ def ingest(
 
 
 @app.command()
-def status(job_id: str, url: UrlOpt = DEFAULT_URL, key: KeyOpt = None) -> None:
+def status(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
     """Show a job's status as JSON."""
     import json
 
-    from cli.client import Client, ClientError, default_key
+    from cli.client import Client, ClientError
 
     try:
-        typer.echo(json.dumps(Client(url=url, key=key or default_key()).job(job_id), indent=2))
+        typer.echo(json.dumps(Client(url=url, key=key).job(job_id), indent=2))
     except ClientError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
 
 
 @app.command()
-def result(job_id: str, format: str | None = None, url: UrlOpt = DEFAULT_URL, key: KeyOpt = None) -> None:
+def result(job_id: str, format: str | None = None, url: UrlOpt = None, key: KeyOpt = None) -> None:
     """Print a finished job's result."""
-    from cli.client import Client, ClientError, default_key
+    from cli.client import Client, ClientError
 
     try:
-        sys.stdout.write(Client(url=url, key=key or default_key()).result(job_id, format))
+        sys.stdout.write(Client(url=url, key=key).result(job_id, format))
     except ClientError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -179,17 +181,17 @@ def bench(
     copies: Annotated[int, typer.Option("--copies", "-n", min=1, help="How many jobs to submit.")] = 10,
     priority: str = "bulk",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    url: UrlOpt = DEFAULT_URL,
+    url: UrlOpt = None,
     key: KeyOpt = None,
 ) -> None:
     """Measure a running server: submit N copies of SAMPLE, wait for all, report pages per second."""
     import json
 
     from cli import bench as benchmark
-    from cli.client import Client, ClientError, default_key
+    from cli.client import Client, ClientError
 
     try:
-        report = benchmark.run(Client(url=url, key=key or default_key()), sample=sample, copies=copies,
+        report = benchmark.run(Client(url=url, key=key), sample=sample, copies=copies,
                                options={"priority": priority, "output": "text"})
     except ClientError as exc:
         typer.echo(f"error: {exc}", err=True)

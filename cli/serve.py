@@ -6,15 +6,17 @@ import ctypes
 import functools
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import uvicorn
 
-from cli.client import key_file
+from cli.client import key_file, url_file
 from common import migrate
 from common.db import Database
 from common.log_format import logging_config
@@ -25,6 +27,10 @@ from worker.celeryconfig import WEBHOOK_QUEUE
 PR_SET_PDEATHSIG = 1
 # The pages worker (with the sweeper schedule), and webhooks apart, so a slow receiver never holds up a page.
 WORKERS = {"worker": {"beat": True}, "webhooks": {"beat": False, "queues": WEBHOOK_QUEUE}}
+# How long the start-up summary waits for the workers to say they are ready.
+READY_WAIT_S = 300.0
+# Celery's line when a worker is ready to take tasks.
+READY_MARK = b" ready."
 # A worker that dies within this many seconds of its start is restarted after a growing pause.
 QUICK_DEATH_S = 30.0
 MAX_RESTART_PAUSE_S = 60.0
@@ -49,13 +55,27 @@ def first_key(settings: Settings) -> str | None:
     return key
 
 
-def start_worker(*, beat: bool, queues: str | None = None) -> subprocess.Popen:
+def start_worker(*, beat: bool, queues: str | None = None, ready: threading.Event | None = None) -> subprocess.Popen:
+    """Start a worker whose output is passed on to ours; `ready` is set when it says it is ready."""
     # solo: one process reading one page at a time with every core, and acks without a 2 s poll delay.
     args = [sys.executable, "-m", "cli.main", "worker", "--pool", "solo"] + (["--beat"] if beat else [])
     args += ["--queues", queues] if queues else []
     prctl = _prctl()  # looked up before the fork: the child, forked from a threaded process, only calls it
-    return subprocess.Popen(args, env=os.environ.copy(), start_new_session=True,
-                            preexec_fn=(lambda: prctl(PR_SET_PDEATHSIG, signal.SIGTERM)) if prctl else None)  # noqa: PLW1509
+    process = subprocess.Popen(args, env=os.environ.copy(), start_new_session=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT,
+                               preexec_fn=(lambda: prctl(PR_SET_PDEATHSIG, signal.SIGTERM)) if prctl else None)  # noqa: PLW1509
+    threading.Thread(target=relay, args=(process, ready), name="worker-output", daemon=True).start()
+    return process
+
+
+def relay(process: subprocess.Popen, ready: threading.Event | None) -> None:
+    """Copy a worker's output to ours line by line, watching for its ready line."""
+    out = sys.stdout.buffer
+    for line in iter(process.stdout.readline, b""):
+        out.write(line)
+        out.flush()
+        if ready is not None and READY_MARK in line:
+            ready.set()
 
 
 @functools.cache
@@ -69,16 +89,24 @@ def serve(settings: Settings, *, host: str, port: int) -> None:
     from api.app import create_app
 
     settings.home.mkdir(parents=True, exist_ok=True)
+    # Webhook links of the API and of the workers point where we serve, unless OCRQ_PUBLIC_URL says otherwise.
+    os.environ |= {"OCRQ_HOST": host, "OCRQ_PORT": str(port)}
+    settings = settings.model_copy(update={"host": host, "port": port})
+    url = local_url(host, port)
+    url_file().write_text(url + "\n")
     migrate.upgrade(settings.resolved_database_url)
-    if not settings.auth_disabled and (key := first_key(settings)):
-        print(f"Your API key (shown once, also saved to {key_file()}):\n  {key}", flush=True)
-    workers = {name: start_worker(**options) for name, options in WORKERS.items()}
+    key = None if settings.auth_disabled else first_key(settings)
+    ready = {name: threading.Event() for name in WORKERS}
+    workers = {name: start_worker(**options, ready=ready[name]) for name, options in WORKERS.items()}
     stop = threading.Event()
     watcher = threading.Thread(target=keep_alive, args=(workers, stop), name="worker-watch", daemon=True)
     watcher.start()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
+                                           log_level=settings.log_level.lower(), log_config=logging_config(settings)))
+    threading.Thread(target=announce, args=(server, ready, stop, url, key, settings), name="announce",
+                     daemon=True).start()
     try:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower(),
-                    log_config=logging_config(settings))
+        server.run()
     finally:
         stop.set()
         watcher.join(timeout=10)
@@ -107,3 +135,42 @@ def keep_alive(workers: dict[str, subprocess.Popen], stop: threading.Event, *, e
                 return
             workers[name] = start_worker(**WORKERS[name])
             started[name] = time.monotonic()
+
+
+def local_url(host: str, port: int) -> str:
+    """The URL a client on this machine uses: a wildcard bind is reached on loopback."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def announce(server: uvicorn.Server, ready: dict[str, threading.Event], stop: threading.Event, url: str,
+             key: str | None, settings: Settings) -> None:
+    """Once the API listens and the workers are ready, say where it is, where the key is, and what to try."""
+    deadline = time.monotonic() + READY_WAIT_S
+    while not server.started or not all(event.is_set() for event in ready.values()):
+        if stop.wait(0.2) or time.monotonic() > deadline:
+            return
+    print(startup_summary(url=url, key=key, key_path=key_file(), auth_disabled=settings.auth_disabled), flush=True)
+
+
+def startup_summary(*, url: str, key: str | None, key_path: Path, auth_disabled: bool) -> str:
+    """The last lines of start-up: the URL, the key (where it is; itself on first start), two commands to try."""
+    ocrq = "./run ocrq" if Path("run").is_file() and Path("cli/main.py").is_file() else "ocrq"
+    sample = "tests/samples/linn.png" if Path("tests/samples/linn.png").is_file() else "scan.png"
+    lines = ["", f"ocrq is ready at {url}   (web page {url}/ , API docs {url}/docs)"]
+    if auth_disabled:
+        lines.append("API keys are off (OCRQ_AUTH_DISABLED=true).")
+        auth = ""
+    elif key:
+        lines += [f"Your API key, shown this once, saved in {key_path}:", f"  {key}"]
+        auth = f'-H "Authorization: Bearer $(cat {shlex.quote(str(key_path))})" '
+    elif key_path.exists():
+        lines.append(f"Your API key is in {key_path}")
+        auth = f'-H "Authorization: Bearer $(cat {shlex.quote(str(key_path))})" '
+    else:
+        lines.append("No API key is saved here: create one with `ocrq keys create --tenant T`.")
+        auth = '-H "Authorization: Bearer $KEY" '
+    lines += ["Try:", f"  {ocrq} submit {sample} --wait",
+              f"  curl -s {auth}-F file=@{sample} {url}/jobs", ""]
+    return "\n".join(lines)

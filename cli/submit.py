@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from cli.client import Client, ClientError, SubmissionRejected
 
@@ -36,40 +37,75 @@ def run(client: Client, *, files: list[Path], wait: bool, out: Path | None, opti
     """Submit every file; True when every job was accepted (and, with wait, succeeded)."""
     console = Console(stderr=True)
     jobs: dict[str, Path] = {}
-    accepted = True
+    rejected: list[Path] = []
     for path in expand(files):
         try:
             jobs[client.submit(path, options=options)["id"]] = path
         except SubmissionRejected as exc:
-            console.print(f"[red]rejected[/red] {exc}")
-            accepted = False
+            console.print(f"[red]rejected[/red] {exc}", markup=True, highlight=False)
+            rejected.append(path)
     if not wait:
         for job_id, path in jobs.items():
             print(f"{job_id}\t{path}")
-        return accepted
-    states = follow(client, jobs, console)
+        return not rejected
+    states = follow(client, jobs, console) if jobs else {}
     fmt = options.get("output") or "markdown"
+    written: list[Path] = []
+    not_read: list[Path] = []
     for job_id, path in jobs.items():
         state = states[job_id]
         if state["status"] != "succeeded":
-            console.print(f"[red]{state['status']}[/red] {path}: {state.get('error') or ''}")
+            console.print(f"[red]{state['status']}[/red] {path}: {state.get('error') or ''}", highlight=False)
+            not_read.append(path)
             continue
         for err in state.get("page_errors", []):
-            console.print(f"[yellow]page {err['page']} of {path} failed:[/yellow] {err['error']}")
+            console.print(f"[yellow]page {err['page']} of {path} failed:[/yellow] {err['error']}", highlight=False)
         text = client.result(job_id, fmt)
         if out:
             out.mkdir(parents=True, exist_ok=True)
-            (out / f"{path.name}.{EXTENSIONS[fmt]}").write_text(text)
+            target = out / f"{path.name}.{EXTENSIONS[fmt]}"
+            target.write_text(text)
+            written.append(target)
         else:
             sys.stdout.write(text)
-    return accepted and all(s["status"] == "succeeded" for s in states.values())
+    if out:
+        console.print(summary(out=out, written=written, not_read=not_read, rejected=rejected), highlight=False)
+    return not rejected and not not_read
+
+
+def summary(*, out: Path, written: list[Path], not_read: list[Path], rejected: list[Path]) -> str:
+    """What `--out` wrote and what it could not, one line each."""
+    total = len(written) + len(not_read) + len(rejected)
+    lines = [f"wrote {len(written)} of {total} result(s) to {out}/"]
+    lines += [f"  {path.name}" for path in written]
+    if not_read:
+        lines.append(f"not read ({len(not_read)}): " + ", ".join(str(p) for p in not_read))
+    if rejected:
+        lines.append(f"rejected ({len(rejected)}): " + ", ".join(str(p) for p in rejected))
+    return "\n".join(lines)
+
+
+def eta_seconds(*, elapsed: float | None, done: float, total: float | None) -> float | None:
+    """Time left at the average pace so far: pages arrive a few at a time, too seldom for a moving rate."""
+    if not elapsed or not total or done <= 0:
+        return None
+    return max(elapsed * (total - done) / done, 0.0)
+
+
+class EtaColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        left = eta_seconds(elapsed=task.elapsed, done=task.completed, total=task.total)
+        if left is None:
+            return Text("ETA …" if not task.finished else "", style="progress.remaining")
+        minutes, seconds = divmod(round(left), 60)
+        return Text(f"ETA {minutes}:{seconds:02d}", style="progress.remaining")
 
 
 def follow(client: Client, jobs: dict[str, Path], console: Console, *, interval: float = 0.5) -> dict[str, dict]:
     """Poll until every job has finished, with a bar of pages done, rate and ETA."""
     states: dict[str, dict] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("pages"),
-               TimeElapsedColumn(), TimeRemainingColumn())
+               TimeElapsedColumn(), EtaColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task(f"{len(jobs)} job(s)", total=None)
         while True:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, case, exists, func, select, update
+from sqlalchemy import and_, case, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from common.models import Job, Page
+from common.models import Job, Lease, Page
 from common.models.base import utcnow
 
 JOB_ACTIVE = ("queued", "running")
@@ -65,16 +65,22 @@ def cancel_job(session: Session, *, job_id: str) -> bool:
     return result.rowcount == 1
 
 
-def claim_page(session: Session, *, page_id: str) -> int | None:
-    """Mark a page running and count the attempt; None when the page or its job is no longer active.
+def claimable(worker: str | None):
+    """Queued, or running for a claimer that is this worker or whose heartbeat lease is gone or lapsed."""
+    claimer_alive = exists().where(Lease.name == Page.claimed_by, Lease.expires_at >= utcnow())
+    return or_(Page.status == "queued", Page.claimed_by.is_(None), Page.claimed_by == worker, ~claimer_alive)
 
-    A page already 'running' may be claimed again: that is a redelivery after a worker died.
+
+def claim_page(session: Session, *, page_id: str, worker: str | None = None) -> int | None:
+    """Mark a page running for `worker` and count the attempt; None when it is not active or a live worker has it.
+
+    A page already 'running' may be claimed again: that is a redelivery after its worker died.
     """
     job_active = exists().where(Job.id == Page.job_id, Job.status.in_(JOB_ACTIVE))
     row = session.execute(
         update(Page)
-        .where(Page.id == page_id, Page.status.in_(PAGE_ACTIVE), job_active)
-        .values(status="running", attempts=Page.attempts + 1, started_at=utcnow())
+        .where(Page.id == page_id, Page.status.in_(PAGE_ACTIVE), job_active, claimable(worker))
+        .values(status="running", attempts=Page.attempts + 1, started_at=utcnow(), claimed_by=worker)
         .returning(Page.attempts)
     ).first()
     return row[0] if row else None

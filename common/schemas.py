@@ -28,7 +28,8 @@ class JobFromSource(JobOptions):
     """A job whose document is fetched by the service: exactly one of source_url or s3_uri."""
 
     source_url: str | None = Field(default=None, max_length=4096)
-    s3_uri: str | None = Field(default=None, max_length=2048, pattern=r"^s3://[^/]+/.+")
+    # The bucket as botocore accepts it; S3's stricter rules are checked with the grants (common.s3_grants).
+    s3_uri: str | None = Field(default=None, max_length=2048, pattern=r"^s3://[a-zA-Z0-9.\-_]{1,255}/.+")
     source_profile: str | None = Field(default=None, max_length=64,
                                        description="the S3 grant to read s3_uri with; default: the first that allows it")
 

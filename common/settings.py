@@ -120,14 +120,24 @@ class Settings(BaseSettings):
     task_time_limit_s: int = 360
     visibility_timeout_s: int = 3600
     stale_requeue_after_s: int = 120
+    # How often the beat runs the job sweeper (requeue_stale).
+    sweep_interval_s: float = Field(default=30.0, gt=0)
     worker_concurrency: int = 1
+    # Messages a CPU worker holds per pool process; a lapsed heartbeat gives back the prefetched ones too.
+    worker_prefetch_multiplier: int = Field(default=1, ge=1)
+    # Each worker beats this often, listing the pages it holds; one silent for heartbeat_lapse_s is dead, and
+    # the sweeper puts its pages (running or prefetched) back on their queues. The scheduler's lease lapses alike.
+    heartbeat_interval_s: float = Field(default=5.0, gt=0)
+    heartbeat_lapse_s: float = Field(default=30.0, gt=0)
     page_retries: int = 2
 
     # Tenancy. Idempotency-Key: how long a stored answer is replayed, how long a duplicate waits for the
     # first request to finish, and after how long an unfinished first request (its API died) is taken over.
     idempotency_ttl_s: int = Field(default=24 * 3600, ge=60)
     idempotency_wait_s: float = Field(default=10.0, ge=0)
-    idempotency_lock_s: int = Field(default=300, ge=1)
+    # A crashed first request is taken over this long after it claimed the key; its rows and answer commit
+    # together, so taking over a request that is only slow costs it a 409, never a second job.
+    idempotency_lock_s: int = Field(default=60, ge=1)
     # Requests per second per tenant with a burst allowance; 0 turns the limit off.
     rate_limit_rps: float = Field(default=50.0, ge=0)
     rate_limit_burst: int = Field(default=100, ge=1)
@@ -149,6 +159,12 @@ class Settings(BaseSettings):
     batch_sweep_interval_s: float = Field(default=30.0, gt=0)
     # At most one batch.progress webhook per batch in this many seconds.
     batch_progress_interval_s: float = Field(default=30.0, ge=0)
+
+    # Retry-After of the 503 the API answers while the database, broker or storage is unreachable.
+    outage_retry_after_s: int = Field(default=5, ge=1)
+
+    # Tests only: the name of a crash point (common/faults.py) where the process kills itself.
+    fault_point: str = ""
 
     log_level: str = "INFO"
     # json: one object a line, with job_id, page and task_id on every line about a job; text: for a terminal.

@@ -1,6 +1,10 @@
 """Shared fixtures: a real Postgres database, Redis, SeaweedFS S3, and real ocrq workers.
 
-With CI=true a missing Postgres or Redis fails the run; elsewhere the tests needing them are skipped.
+Postgres and Redis: OCRQ_TEST_PG_ADMIN (an admin URL; the `postgres` maintenance database by default) and
+OCRQ_TEST_REDIS, if they answer; otherwise private servers started on free loopback ports in a temporary
+folder (tests/support/servers.py) and stopped at the end of the session. The tests create the databases
+they use. Only when neither answers nor can be started (no binaries) are the tests needing them skipped,
+or with CI=true failed, saying what to install.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ import pytest
 import redis
 
 from common.settings import S3SourceProfile, Settings
-from tests.support import seaweed
+from tests.support import seaweed, servers
 from tests.support.stack import Stack
 
-PG_ADMIN = os.environ.get("OCRQ_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test")
+PG_ADMIN = os.environ.get("OCRQ_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("OCRQ_TEST_REDIS", "redis://127.0.0.1:6379/0")
 BUCKET = "ocrq-test"  # the service's storage: never a tenant's source, listing or output
 USER_BUCKET = "ocrq-test-user"  # a bucket of the tenants', granted to all of them by SERVICE_GRANT
@@ -27,12 +31,55 @@ KEY_A = "ocrq_test_tenant_a_key_0000000000000000"
 KEY_B = "ocrq_test_tenant_b_key_0000000000000000"
 # Real scans and PDFs from OCRmyPDF's test suite (attribution and licences in samples/SOURCES.rst).
 SAMPLES = Path(__file__).resolve().parent / "samples"
+# The URLs this session resolved, and the private servers it started (stopped in pytest_sessionfinish).
+_resolved: dict[str, str] = {}
+_private: dict[str, servers.PostgresServer | servers.RedisServer] = {}
 
 
 def _missing(what: str, exc: Exception):
     if os.environ.get("CI") == "true":
         pytest.fail(f"{what} is required in CI and is not reachable: {exc}", pytrace=False)
     pytest.skip(f"{what} not reachable: {exc}")
+
+
+def _resolve(what: str, configured: str, answers, server_class) -> str:
+    """`configured` if it answers, else the URL of a private server started for this session."""
+    if what in _resolved:
+        return _resolved[what]
+    try:
+        answers(configured)
+        _resolved[what] = configured
+    except (psycopg.Error, redis.RedisError, OSError) as unreachable:
+        try:
+            server = server_class().start()
+        except servers.ServerError as exc:
+            _missing(what, RuntimeError(f"{unreachable}; and no private server could start: {exc}"))
+        _private[what] = server
+        _resolved[what] = server.url
+    return _resolved[what]
+
+
+def pg_admin() -> str:
+    """A Postgres URL with the right to create databases."""
+    return _resolve("Postgres", PG_ADMIN, lambda url: psycopg.connect(url, connect_timeout=3).close(),
+                    servers.PostgresServer)
+
+
+def redis_admin() -> str:
+    return _resolve("Redis", REDIS_URL, lambda url: redis.Redis.from_url(url, socket_connect_timeout=3).ping(),
+                    servers.RedisServer)
+
+
+def pytest_terminal_summary(terminalreporter):
+    configured = {"Postgres": PG_ADMIN, "Redis": REDIS_URL}
+    for what, server in _private.items():
+        terminalreporter.write_line(f"{what}: nothing answered at {configured[what]}; "
+                                    f"this session started a private one at {server.url} ({server.dir})")
+
+
+def pytest_sessionfinish(session):
+    for server in _private.values():
+        server.close()
 
 
 @pytest.fixture(scope="session")
@@ -48,12 +95,13 @@ def fresh_database():
     from common import migrate
 
     name = f"ocrq_t_{uuid.uuid4().hex[:12]}"
+    admin_url = pg_admin()
     try:
-        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=5)
+        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=5)
     except psycopg.OperationalError as exc:
         _missing("Postgres", exc)
     admin.execute(f'CREATE DATABASE "{name}"')
-    url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    url = admin_url.rsplit("/", 1)[0] + f"/{name}"
     try:
         migrate.upgrade(url)
         yield url
@@ -71,11 +119,7 @@ def pg_url():
 
 @pytest.fixture(scope="session")
 def redis_url():
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
-    except redis.RedisError as exc:
-        _missing("Redis", exc)
-    return REDIS_URL
+    return redis_admin()
 
 
 @pytest.fixture(scope="session")

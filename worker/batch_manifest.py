@@ -30,21 +30,26 @@ def manifest_line(item: BatchItem, *, batch: Batch) -> dict:
 
 
 def write_manifest(ctx: WorkerContext, *, batch: Batch) -> str:
-    """Every item of the batch in listing (key) order, a chunk at a time; returns the manifest's s3:// URI."""
+    """Every item of the batch in byte order of its key, a chunk at a time; returns the manifest's s3:// URI.
+
+    Byte order is S3's own listing order; a store may list otherwise (SeaweedFS goes depth-first).
+    """
     key = manifest_key(batch.output_prefix)
+    # Postgres compares text by its collation; "C" compares bytes. SQLite's default (BINARY) already does.
+    ordered = BatchItem.key.collate("C") if ctx.db.engine.dialect.name == "postgresql" else BatchItem.key
     with tempfile.TemporaryFile() as spool:
-        last_id = 0
+        last_key: str | None = None
         while True:
+            query = select(BatchItem).where(BatchItem.batch_id == batch.id)
+            if last_key is not None:
+                query = query.where(ordered > last_key)
             with ctx.db.session() as session:
-                items = list(session.scalars(
-                    select(BatchItem).where(BatchItem.batch_id == batch.id, BatchItem.id > last_id)
-                    .order_by(BatchItem.id).limit(CHUNK)
-                ))
+                items = list(session.scalars(query.order_by(ordered).limit(CHUNK)))
             if not items:
                 break
             for item in items:
                 spool.write(json.dumps(manifest_line(item, batch=batch), ensure_ascii=False).encode() + b"\n")
-            last_id = items[-1].id
+            last_key = items[-1].key
         spool.seek(0)
         ctx.s3_for_batch(batch, "write").upload_fileobj(
             spool, batch.output_bucket, key, ExtraArgs={"ContentType": "application/x-ndjson"}

@@ -32,8 +32,11 @@ def gpu_queue(lane: str, bucket: str) -> str:
     return f"ocrq.gpu.{lane}.{bucket}"
 
 
+GPU_TASK_PREFIX = "ocrq.gpu_pages."
+
+
 def gpu_task(bucket: str) -> str:
-    return f"ocrq.gpu_pages.{bucket}"
+    return f"{GPU_TASK_PREFIX}{bucket}"
 
 
 def gpu_worker_queues(*lanes: str) -> list[str]:

@@ -81,8 +81,8 @@ def build_config(settings: Settings) -> dict:
         "task_acks_late": True,
         # A child killed by SIGKILL or the OOM killer requeues its message instead of acking it.
         "task_reject_on_worker_lost": True,
-        # Hold only the message being worked on; the rest stay in the queue for other workers.
-        "worker_prefetch_multiplier": 1,
+        # Hold only the message being worked on (by default); the rest stay in the queue for other workers.
+        "worker_prefetch_multiplier": settings.worker_prefetch_multiplier,
         # Soft below hard: the soft limit raises inside the task so the page can fail with a reason.
         "task_soft_time_limit": settings.task_soft_time_limit_s,
         "task_time_limit": settings.task_time_limit_s,
@@ -104,7 +104,11 @@ def build_config(settings: Settings) -> dict:
         # Celery's own logging setup would override ours.
         "worker_hijack_root_logger": False,
         "beat_schedule": {
-            "requeue-stale": {"task": "ocrq.requeue_stale", "schedule": 30.0, "options": {"queue": CONTROL_QUEUE}},
+            "requeue-stale": {"task": "ocrq.requeue_stale", "schedule": settings.sweep_interval_s,
+                              "options": {"queue": CONTROL_QUEUE}},
+            # Pages of workers whose heartbeat lapsed: a third of the lapse, so a kill is noticed within 4/3 of it.
+            "recover-lapsed": {"task": "ocrq.recover_lapsed", "schedule": settings.heartbeat_lapse_s / 3,
+                               "options": {"queue": CONTROL_QUEUE}},
             # Batches: restart listings that stopped, close items and batches whose end was missed.
             "sweep-batches": {"task": "ocrq.sweep_batches", "schedule": settings.batch_sweep_interval_s,
                               "options": {"queue": CONTROL_QUEUE}},
@@ -117,4 +121,6 @@ def build_config(settings: Settings) -> dict:
                               "options": {"queue": CONTROL_QUEUE}},
         },
         "beat_schedule_filename": str(settings.home / "celerybeat-schedule"),
+        # Every worker may run the schedule (--beat); a lease in the database lets exactly one of them send it.
+        "beat_scheduler": "worker.liveness:ElectedScheduler",
     }

@@ -23,6 +23,8 @@ class WorkerContext:
     def __init__(self, *, app: Celery, settings: Settings) -> None:
         self.app, self.settings = app, settings
         self.pid = os.getpid()
+        # This worker's heartbeat lease, recorded on the pages it claims; None outside `ocrq worker`.
+        self.worker: str | None = getattr(app, "ocrq_worker", None)
         self.db = Database(settings.resolved_database_url)
         self.storage = make_storage(settings)
         self.limits = Limits.from_settings(settings)

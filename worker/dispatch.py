@@ -13,8 +13,8 @@ LIST_BATCH = "ocrq.list_batch"
 FINISH_BATCH = "ocrq.finish_batch"
 
 
-def publish_prepare(app: Celery, *, job_id: str, lane: str) -> None:
-    app.send_task(PREPARE_JOB, args=[job_id], queue=prepare_queue(lane))
+def publish_prepare(app: Celery, *, job_id: str, lane: str, countdown: float | None = None) -> None:
+    app.send_task(PREPARE_JOB, args=[job_id], queue=prepare_queue(lane), countdown=countdown)
 
 
 def publish_pages(app: Celery, *, page_ids: list[str], lane: str, countdown: float | None = None,

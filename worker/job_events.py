@@ -9,7 +9,6 @@ from sqlalchemy import exists, func, select, update
 from common import job_states, results
 from common.models import Job, Page
 from common.object_keys import result_prefix
-from common.services import webhooks
 from worker import batch_results
 from worker.context import WorkerContext
 
@@ -41,11 +40,13 @@ def store_large_result(ctx: WorkerContext, *, job_id: str) -> None:
 
 
 def job_finished(ctx: WorkerContext, *, job_id: str, status: str) -> None:
-    """Runs once when a job reaches its final state: webhooks and batch bookkeeping hang off here."""
+    """Runs once after a job reached its final state (its webhook event committed with it): batch bookkeeping.
+
+    A crash before this runs is made good by the batch sweeper, which finishes items of ended jobs.
+    """
     with ctx.db.session() as session:
         job = session.get(Job, job_id)
         pages = list(session.scalars(select(Page).where(Page.job_id == job_id)))
     log.info("job finished", extra={"job_id": job_id, "status": status})
-    webhooks.notify_job_ended(db=ctx.db, celery=ctx.app, settings=ctx.settings, job_id=job_id)
     if job.batch_id:
         batch_results.item_finished(ctx, job=job, pages=pages, status=status)

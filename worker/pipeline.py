@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select, update
 
-from common import job_states
+from common import faults, job_states, outages
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
 from common.log_format import bind_job
 from common.models import Job, Page
@@ -16,9 +16,10 @@ from common.models.base import utcnow
 from common.netguard import FetchError
 from common.object_keys import source_key
 from common.s3_grants import NotGranted
+from common.services import webhooks
 from common.sql import insert_ignoring_conflicts
 from common.storage import ObjectMissing
-from worker import routing, tenant_cap
+from worker import dispatch, routing, tenant_cap
 from worker.context import WorkerContext
 from worker.engines.base import EngineError, PageText
 from worker.job_events import job_finished, store_large_result
@@ -40,11 +41,21 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
         path = ctx.sources.path(job)
         info = inspect(path, limits=ctx.limits)
         indices = parse_page_ranges(job.pages_spec, info.page_count)
+    except outages.OUTAGE_TYPES as exc:
+        if not (outages.outage_of(exc) and _within_outage_grace(ctx, job)):
+            raise
+        # Storage unreachable: the job stays running without pages; try again later, as for an engine outage.
+        log.warning("storage unreachable; the job is split later: %s", exc.__class__.__name__)
+        dispatch.publish_prepare(ctx.app, job_id=job_id, lane=job.priority,
+                                 countdown=ctx.settings.engine_outage_retry_s)
+        return
     except (DocumentRejected, PageRangeError, ObjectMissing, FetchError, NotGranted, OSError, ValueError) as exc:
         reason = public_reason(exc)
         log.warning("job rejected: %s (%r)", reason, exc)
         with ctx.db.session() as session:
             failed = job_states.fail_job(session, job_id=job_id, reason=reason)
+            delivery_id = failed and webhooks.record_job_ended(session, settings=ctx.settings, job_id=job_id)
+        webhooks.publish_recorded(ctx.app, ctx.settings, delivery_id)
         if failed:
             job_finished(ctx, job_id=job_id, status="failed")
         return
@@ -111,6 +122,13 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
             continue
         try:
             ready.append((c, render_page(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)))
+        except outages.OUTAGE_TYPES as exc:
+            if outages.outage_of(exc) and _within_outage_grace(ctx, c.job):
+                _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts, refund=True)
+                continue
+            what = outages.outage_of(exc) or "storage"
+            outcomes[c.page.id] = job_states.PageOutcome(
+                error=f"page {c.page.index + 1} could not be read: the {what} stayed unreachable")
         except (DocumentRejected, ObjectMissing, NotGranted, OSError) as exc:
             log.warning("page %d not rendered: %r", c.page.index + 1, exc)
             outcomes[c.page.id] = job_states.PageOutcome(
@@ -154,7 +172,7 @@ def _claim(ctx: WorkerContext, *, page_id: str) -> Claimed | None:
     """The page, its job and this attempt's number; None if it is not ours to read now."""
     try:
         with ctx.db.session() as session:
-            attempts = tenant_cap.claim_page(session, page_id=page_id, settings=ctx.settings)
+            attempts = tenant_cap.claim_page(session, page_id=page_id, settings=ctx.settings, worker=ctx.worker)
             if attempts is None:
                 return None
             page = session.get(Page, page_id)
@@ -198,7 +216,12 @@ def _engine_down(ctx: WorkerContext, result: PageText | EngineError, c: Claimed)
     for as long as its job is younger than engine_outage_grace_s."""
     if not (isinstance(result, EngineError) and result.kind == "unavailable"):
         return False
-    return (utcnow() - c.job.created_at).total_seconds() < ctx.settings.engine_outage_grace_s
+    return _within_outage_grace(ctx, c.job)
+
+
+def _within_outage_grace(ctx: WorkerContext, job: Job) -> bool:
+    """Work waits out an outage (engine, storage) without using attempts while its job is this young."""
+    return (utcnow() - job.created_at).total_seconds() < ctx.settings.engine_outage_grace_s
 
 
 def _retry_later(ctx: WorkerContext, *, page_id: str, lane: str, attempts: int, refund: bool = False) -> None:
@@ -217,5 +240,8 @@ def close_job_if_done(ctx: WorkerContext, *, job_id: str) -> None:
     store_large_result(ctx, job_id=job_id)
     with ctx.db.session() as session:
         status = job_states.complete_job_if_done(session, job_id=job_id)
+        delivery_id = status and webhooks.record_job_ended(session, settings=ctx.settings, job_id=job_id)
+    faults.reach(ctx.settings, "after_job_final")
+    webhooks.publish_recorded(ctx.app, ctx.settings, delivery_id)
     if status:
         job_finished(ctx, job_id=job_id, status=status)

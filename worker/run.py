@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 
-from celery.signals import setup_logging, worker_process_init, worker_ready
+from celery.signals import setup_logging, worker_process_init, worker_ready, worker_shutdown
 
 from common import engine_lanes
 from common.settings import Settings
+from worker import liveness
 from worker.celery_app import create_celery
 from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues, gpu_worker_config, gpu_worker_default_queues
 from worker.context import context_of
@@ -37,6 +38,7 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
     if queues != [WEBHOOK_QUEUE]:
         (worker_process_init if pool == "prefork" else worker_ready).connect(_load_engine, weak=False)
 
+    _keep_alive(app, settings)
     queues = queues or cpu_worker_queues()
     argv = ["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-P", pool, "--loglevel", settings.log_level,
             "-n", node_name(gpu=gpu, lane=lane, queues=queues), "--without-gossip", "--without-mingle"]
@@ -44,6 +46,23 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
         settings.home.mkdir(parents=True, exist_ok=True)
         argv += ["--beat"]
     app.worker_main(argv)
+
+
+def _keep_alive(app, settings: Settings) -> None:
+    """Name this worker's lease (its children inherit it) and beat from the main process while it runs."""
+    app.ocrq_worker = liveness.new_worker_name()
+    beating: list[liveness.Heartbeat] = []
+
+    def _start(sender=None, **_kwargs) -> None:
+        holder = f"{getattr(sender, 'hostname', 'worker')} pid {os.getpid()}"
+        beating.append(liveness.Heartbeat(app, settings, name=app.ocrq_worker, holder=holder).start())
+
+    def _stop(**_kwargs) -> None:
+        for heartbeat in beating:
+            heartbeat.stop()
+
+    worker_ready.connect(_start, weak=False)
+    worker_shutdown.connect(_stop, weak=False)
 
 
 def node_name(*, gpu: bool, lane: str, queues: list[str]) -> str:

@@ -29,10 +29,13 @@ def create_batch(body: BatchCreate, request: Request, svc: ServicesDep, tenant: 
     with idempotency.idempotent(svc, tenant_id=tenant, key=idempotency_key, fingerprint=fingerprint) as slot:
         if slot.replay:
             return replayed(slot.replay)
-        batch = batches.create_batch(svc, tenant_id=tenant, request=body)
-        accepted = BatchAccepted(id=batch.id, status=batch.status, links=links(request, batch)).model_dump(mode="json")
-        slot.save(202, accepted)
-    return JSONResponse(accepted, status_code=202)
+
+        def accepted(batch: Batch) -> dict:
+            return BatchAccepted(id=batch.id, status=batch.status, links=links(request, batch)).model_dump(mode="json")
+
+        batch = batches.create_batch(svc, tenant_id=tenant, request=body,
+                                     record=lambda session, batch: slot.save(session, 202, accepted(batch)))
+    return JSONResponse(accepted(batch), status_code=202)
 
 
 @router.get("/{batch_id}", response_model=BatchView, responses={404: {}})

@@ -83,10 +83,13 @@ def _submit_once(request: Request, svc: Services, tenant: str, source: Source, o
     with idempotency.idempotent(svc, tenant_id=tenant, key=key, fingerprint=request_fingerprint) as slot:
         if slot.replay:
             return replayed(slot.replay)
-        job = jobs.submit(svc, tenant_id=tenant, source=source, options=options)
-        body = JobAccepted(id=job.id, status=job.status, links=links(request, job.id)).model_dump(mode="json")
-        slot.save(202, body)
-    return JSONResponse(body, status_code=202)
+
+        def accepted(job) -> dict:
+            return JobAccepted(id=job.id, status=job.status, links=links(request, job.id)).model_dump(mode="json")
+
+        job = jobs.submit(svc, tenant_id=tenant, source=source, options=options,
+                          record=lambda session, job: slot.save(session, 202, accepted(job)))
+    return JSONResponse(accepted(job), status_code=202)
 
 
 @router.get("/{job_id}", response_model=JobView, responses={404: {}})

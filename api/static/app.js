@@ -130,15 +130,29 @@
     if (pages) form.append("pages", pages);
     try {
       const response = await api("/jobs", { method: "POST", body: form });
-      if (response.status !== 202) throw new ApiError(`Not accepted (${response.status}): ${await detail(response)}`);
+      if (response.status !== 202) {
+        setStatus(card, "rejected");
+        return notRead(card, `Not accepted: ${await detail(response)}`);
+      }
       const job = await response.json();
       card.jobId = job.id;
       update(card, job);
       poll(card);
     } catch (err) {
       setStatus(card, "not sent");
-      showError(card, err.message);
+      notRead(card, err.message);
     }
+  }
+
+  // A file that never became a job: say why, and leave nothing that looks like it is still coming.
+  function notRead(card, message) {
+    showError(card, message);
+    const result = $(".result", card.node);
+    result.setAttribute("aria-busy", "false");
+    result.textContent = "Nothing will be read from this file.";
+    $(".downloads", card.node).hidden = true;
+    $(".count", card.node).textContent = "";
+    $(".progress", card.node).hidden = true;
   }
 
   async function poll(card) {

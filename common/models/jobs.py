@@ -71,5 +71,7 @@ class Page(Base):
     enqueued_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    # The lease ("worker:<id>") of the worker that claimed the page last; its heartbeat says whether it lives.
+    claimed_by: Mapped[str | None] = mapped_column(String(200))
 
     job: Mapped[Job] = relationship(back_populates="pages")

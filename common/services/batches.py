@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from common import batch_objects
+from common import batch_objects, faults
 from common.batch_objects import S3Prefix
 from common.batch_schemas import BatchCreate
 from common.models import Batch, BatchItem, Job, Page
@@ -23,8 +24,12 @@ log = logging.getLogger("ocrq.batches")
 BATCH_ACTIVE = ("listing", "running")
 
 
-def create_batch(svc: Services, *, tenant_id: str, request: BatchCreate) -> Batch:
-    """Check the prefixes cheaply, store the batch, then publish its first listing page."""
+def create_batch(svc: Services, *, tenant_id: str, request: BatchCreate,
+                 record: Callable[[Session, Batch], None] | None = None) -> Batch:
+    """Check the prefixes cheaply, store the batch, then publish its first listing page.
+
+    `record` runs in the batch's transaction: what it writes (the Idempotency-Key's answer) commits with it.
+    """
     source = _prefix(request.input_prefix, field="input_prefix")
     target = _prefix(request.output_prefix, field="output_prefix")
     if source.contains(target):
@@ -56,10 +61,16 @@ def create_batch(svc: Services, *, tenant_id: str, request: BatchCreate) -> Batc
     )
     with svc.db.session() as session:
         session.add(batch)
+        session.flush()
+        if record:
+            record(session, batch)
+        faults.reach(settings, "after_row")
+    faults.reach(settings, "after_commit")
     try:
         dispatch.publish_list_batch(svc.celery, batch_id=batch.id)
     except Exception:  # the batch is committed: the batch sweeper starts its listing once the broker is back
         log.exception("publishing failed; the sweeper will list batch %s", batch.id)
+    faults.reach(settings, "after_publish")
     return batch
 
 

@@ -6,11 +6,16 @@ row and the one whose row landed owns the key. Nothing checks and then inserts.
     with idempotent(svc, tenant_id=t, key=k, fingerprint=fingerprint("POST /batches", body)) as slot:
         if slot.replay:
             return JSONResponse(slot.replay.body, status_code=slot.replay.status_code)
-        ...do the work once...
-        slot.save(202, body)
+        with svc.db.session() as session:
+            ...write the work's rows...
+            slot.save(session, 202, body)   # the answer commits with the rows it describes
+        ...publish...
 
-A slot left without `save` (the work raised, or the caller chose not to store) is released, so the
-same key can be tried again. Calls block while a duplicate waits: run them in a worker thread.
+A crash before that commit leaves the key claimed and nothing else; once its lock is idempotency_lock_s
+old a repeat takes it over and does the work, and should the first request commit after all, its
+`save` finds the key taken and rolls its rows back. So a key stands for one set of rows, whatever dies.
+A slot left without `save` (the work raised) is released, so the same key can be tried again.
+Calls block while a duplicate waits: run them in a worker thread.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
 from common.db import Database
 from common.models import IdempotencyKey
@@ -36,6 +43,7 @@ log = logging.getLogger("ocrq.idempotency")
 
 MAX_KEY_LENGTH = 255
 POLL_S = 0.05
+MAX_RETRY_AFTER_S = 30
 
 
 @dataclass(frozen=True)
@@ -53,19 +61,21 @@ class Slot:
         self.replay = replay
         self.saved = False
 
-    def save(self, status_code: int, body: dict) -> None:
-        """Store the answer that repeats of this request will get."""
-        self.saved = True
+    def save(self, session: Session, status_code: int, body: dict) -> None:
+        """Store the answer repeats will get, in the transaction of the work; 409 (rolling it back) if taken over."""
         if self._db is None:
             return
-        with self._db.session() as session:
-            stored = session.execute(
-                update(IdempotencyKey)
-                .where(IdempotencyKey.id == self._row_id, IdempotencyKey.lock_token == self._token)
-                .values(status_code=status_code, response=body)
-            ).rowcount
+        stored = session.execute(
+            update(IdempotencyKey)
+            .where(IdempotencyKey.id == self._row_id, IdempotencyKey.lock_token == self._token,
+                   IdempotencyKey.status_code.is_(None))
+            .values(status_code=status_code, response=body)
+        ).rowcount
         if not stored:
             log.warning("idempotency key was taken over before its answer was stored", extra={"row": self._row_id})
+            raise Rejected(409, "a later request with this Idempotency-Key took it over; retry to get its answer",
+                           code="idempotency_in_progress", headers={"Retry-After": "1"})
+        self.saved = True
 
     def release(self) -> None:
         """Forget the key, so a later request with it does the work afresh."""
@@ -134,9 +144,17 @@ def claim(svc: Services, *, tenant_id: str, key: str, fingerprint: str) -> Slot:
             if row.locked_at < now - timedelta(seconds=settings.idempotency_lock_s) and _take_over(session, row, token):
                 return Slot(svc.db, row_id=row.id, token=token)
         if time.monotonic() >= deadline:
-            raise Rejected(409, "a request with this Idempotency-Key is still in progress; retry shortly",
-                           code="idempotency_in_progress")
+            raise _in_progress(row.locked_at, lock_s=settings.idempotency_lock_s)
         time.sleep(POLL_S)
+
+
+def _in_progress(locked_at, *, lock_s: int) -> Rejected:
+    """409 for a repeat while the first request is undecided: retry once it can have finished or be taken over."""
+    left = (locked_at + timedelta(seconds=lock_s) - utcnow()).total_seconds()
+    retry_s = max(1, math.ceil(min(left, MAX_RETRY_AFTER_S)))
+    return Rejected(409, "the first request with this Idempotency-Key is still being decided (it is running, "
+                    f"or it was cut off and will be taken over); retry in {retry_s} s",
+                    code="idempotency_in_progress", headers={"Retry-After": str(retry_s)})
 
 
 def _take_over(session, row: IdempotencyKey, token: str) -> bool:

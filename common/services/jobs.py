@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from celery import Celery
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from common import job_states
+from common import faults, job_states
 from common.db import Database
 from common.documents import DocumentRejected, Limits, PageRangeError, inspect, parse_page_ranges
 from common.models import Job, Page
@@ -32,9 +33,10 @@ log = logging.getLogger("ocrq.jobs")
 class Rejected(Exception):
     """The request cannot be accepted; `status` is the HTTP status to answer with."""
 
-    def __init__(self, status: int, detail: str, *, code: str = "rejected") -> None:
+    def __init__(self, status: int, detail: str, *, code: str = "rejected",
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
-        self.status, self.detail, self.code = status, detail, code
+        self.status, self.detail, self.code, self.headers = status, detail, code, headers
 
 
 class NotFound(Exception):
@@ -71,8 +73,12 @@ class Services:
         return Limits.from_settings(self.settings)
 
 
-def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions) -> Job:
-    """Validate, store the document, commit the job, then publish; a crash between steps is swept up."""
+def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions,
+           record: Callable[[Session, Job], None] | None = None) -> Job:
+    """Validate, store the document, commit the job, then publish; a crash between steps is swept up.
+
+    `record` runs in the job's transaction: what it writes (the Idempotency-Key's answer) commits with the job.
+    """
     job_id = new_id()
     _check_outbound(svc, options.webhook_url, field="webhook_url")
     key, doc_kind, size, profile = None, None, None, None
@@ -82,6 +88,7 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
         size = source.path.stat().st_size
         with source.path.open("rb") as body:
             svc.storage.put(key, body)
+        faults.reach(svc.settings, "after_upload")
     elif source.kind == "url":
         _check_outbound(svc, source.uri, field="source_url")
     else:
@@ -94,10 +101,16 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
     )
     with svc.db.session() as session:
         session.add(job)
+        session.flush()
+        if record:
+            record(session, job)
+        faults.reach(svc.settings, "after_row")
+    faults.reach(svc.settings, "after_commit")
     try:
         dispatch.publish_prepare(svc.celery, job_id=job_id, lane=options.priority)
     except Exception:  # the job is committed: the sweeper publishes it once the broker is back
         log.exception("publishing failed; the sweeper will publish job %s", job_id, extra={"job_id": job_id})
+    faults.reach(svc.settings, "after_publish")
     return job
 
 
@@ -168,7 +181,7 @@ def cancel(svc: Services, *, tenant_id: str, job_id: str) -> Job:
         get_job(session, tenant_id=tenant_id, job_id=job_id)
         canceled = job_states.cancel_job(session, job_id=job_id)
         job_states.refresh_counts(session, job_id=job_id)
-    if canceled:
-        webhooks.notify_job_ended(db=svc.db, celery=svc.celery, settings=svc.settings, job_id=job_id)
+        delivery_id = canceled and webhooks.record_job_ended(session, settings=svc.settings, job_id=job_id)
+    webhooks.publish_recorded(svc.celery, svc.settings, delivery_id)
     with svc.db.session() as session:
         return get_job(session, tenant_id=tenant_id, job_id=job_id)

@@ -55,7 +55,7 @@ def _outcome(check, *args) -> str:
 
 
 def readiness(svc: Services) -> dict:
-    """'ok' or the error for each dependency by name, and what each configured engine answered."""
+    """'ok' or the error for each dependency by name, the names of those down, and what each engine answered."""
     checks = {name: _outcome(check, svc) for name, check in CHECKS.items()}
     engines: list[EngineProbe] = []
     try:
@@ -65,6 +65,6 @@ def readiness(svc: Services) -> dict:
         checks["engine"] = f"error: {exc.__class__.__name__}: {exc}"[:300]
     else:
         checks["engine"] = _outcome(check_engine, svc.settings, engines)
-    ready = all(value == "ok" for value in checks.values())
-    return {"status": "ready" if ready else "not ready", "checks": checks,
+    down = [name for name, value in checks.items() if value != "ok"]
+    return {"status": "not ready" if down else "ready", "down": down, "checks": checks,
             "engines": [probe.as_dict() for probe in engines]}

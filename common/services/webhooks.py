@@ -61,6 +61,12 @@ def publish(celery: Celery, *, delivery_id: str, countdown: float | None = None)
         log.exception("publishing webhook delivery %s failed; the sweeper will retry", delivery_id)
 
 
+def publish_recorded(celery: Celery, settings: Settings, delivery_id: str | None) -> None:
+    """After the commit that recorded it, send a delivery's first try (a no-op for None)."""
+    if delivery_id:
+        publish(celery, delivery_id=delivery_id, countdown=settings.webhook_retry_schedule_s[0])
+
+
 def enqueue_event(
     *,
     db: Database,
@@ -86,14 +92,25 @@ def enqueue_event(
     return delivery_id
 
 
+def record_job_ended(session, *, settings: Settings, job_id: str) -> str | None:
+    """Add job.<status> to the outbox in the caller's transaction, the one that ended the job; once per job.
+
+    Committed with the job's final state, an event cannot be lost between two commits: should its publish
+    never happen, the webhook sweeper sends the pending delivery.
+    """
+    job = session.scalar(select(Job).where(Job.id == job_id).execution_options(populate_existing=True))
+    if job is None or not job.webhook_url or job.status not in JOB_TERMINAL:
+        return None
+    return record_event(
+        session, tenant_id=job.tenant_id, url=job.webhook_url, event_type=f"job.{job.status}",
+        data=job_data(job, base=base_url(settings)), key=f"job.{job.status}:{job.id}", job_id=job.id,
+        batch_id=job.batch_id, first_delay_s=settings.webhook_retry_schedule_s[0],
+    )
+
+
 def notify_job_ended(*, db: Database, celery: Celery, settings: Settings, job_id: str) -> str | None:
     """Send job.<status> for a finished job that has a webhook_url; once per job, however often it is called."""
     with db.session() as session:
-        job = session.get(Job, job_id)
-    if job is None or not job.webhook_url or job.status not in JOB_TERMINAL:
-        return None
-    return enqueue_event(
-        db=db, celery=celery, settings=settings, tenant_id=job.tenant_id, url=job.webhook_url,
-        event_type=f"job.{job.status}", data=job_data(job, base=base_url(settings)),
-        key=f"job.{job.status}:{job.id}", job_id=job.id, batch_id=job.batch_id,
-    )
+        delivery_id = record_job_ended(session, settings=settings, job_id=job_id)
+    publish_recorded(celery, settings, delivery_id)
+    return delivery_id

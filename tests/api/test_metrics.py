@@ -51,6 +51,9 @@ def test_queue_depth_counts_every_ocrq_queue_and_priority_in_redis(stack):
         got = samples_of(stack.client(None).get("/metrics").text)
         assert got[("ocrq_queue_depth", (("queue", queue),))] == 3
         assert got[("ocrq_queue_depth", (("queue", "ocrq.control"),))] >= 0
+        # A CPU deployment lists no empty GPU bucket queue: only the one holding messages.
+        gpu = {labels[0][1] for name, labels in got if name == "ocrq_queue_depth" and "gpu" in labels[0][1]}
+        assert gpu == {queue}
         assert got[("ocrq_metrics_source_up", (("source", "broker"),))] == 1
     finally:
         client = redis.Redis.from_url(stack.settings.broker_url)

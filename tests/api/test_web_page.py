@@ -75,6 +75,20 @@ def test_a_refused_key_is_explained(page, samples):
     assert "API key was refused" in error.inner_text()
 
 
+def test_a_rejected_file_says_why_and_waits_for_nothing(page, embedded_server, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a document")
+    page.get_by_label("API key").fill(embedded_server.key)
+    page.get_by_label("choose files").set_input_files(str(notes))
+    error = page.locator(".job .error")
+    error.wait_for(timeout=10_000)
+    assert error.inner_text().startswith("Not accepted: ") and "(415)" not in error.inner_text()
+    assert page.locator(".job .status").inner_text() == "rejected"
+    assert page.get_by_label("Text of notes.txt", exact=True).inner_text() == "Nothing will be read from this file."
+    assert not page.get_by_role("group", name="Downloads for notes.txt").is_visible()
+    assert "Waiting" not in page.locator(".job").inner_text()
+
+
 def test_without_a_key_nothing_is_sent(page, samples):
     page.get_by_label("choose files").set_input_files(str(samples / "linn.png"))
     assert "Paste an API key" in page.get_by_role("alert").first.inner_text()
@@ -134,3 +148,37 @@ def test_every_control_has_a_label_and_the_page_sets_a_csp(page, embedded_server
     assert httpx.get(embedded_server.url + "/static/markdown.js").headers["content-type"].startswith(
         ("text/javascript", "application/javascript"))
 
+
+
+def _offline(page) -> list[str]:
+    """Refuse every request that leaves loopback, and list them."""
+    left: list[str] = []
+
+    def route(route):
+        if route.request.url.startswith(("http://127.0.0.1", "data:", "blob:")):
+            route.continue_()
+        else:
+            left.append(route.request.url)
+            route.abort()
+    page.route("**/*", route)
+    return left
+
+
+def test_swagger_ui_and_redoc_work_offline(browser, embedded_server):
+    page = browser.new_page()
+    left = _offline(page)
+    page.goto(embedded_server.url + "/docs")
+    page.locator(".opblock-summary-path", has_text="/jobs/{job_id}/result").first.wait_for(timeout=30_000)
+    assert page.locator(".opblock").count() >= 10
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "docs.png"))
+    assert left == []
+
+    page.goto(embedded_server.url + "/redoc")
+    page.get_by_role("heading", name="Create Job").first.wait_for(timeout=30_000)
+    page.close()
+    # ReDoc's own "powered by" badge is the one thing it fetches from outside; offline it just does not show.
+    assert left == ["https://cdn.redoc.ly/redoc/logo-mini.svg"]
+    icon = httpx.get(embedded_server.url + "/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/x-icon"
+    assert icon.content[:4] == b"\x00\x00\x01\x00"

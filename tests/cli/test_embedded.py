@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,19 +12,28 @@ from pathlib import Path
 
 import httpx
 
+from cli.serve import startup_summary
+from tests.support import webhook_receiver
 from tests.support.embedded import ROOT, EmbeddedServer
 from tests.support.text import word_recall
 
 
 def test_serve_then_submit_and_poll(tmp_path, samples):
     home = tmp_path / "home"
-    with EmbeddedServer(home) as server:
-        assert "Your API key" in server.log.read_text()
+    receiver = webhook_receiver.start()
+    with EmbeddedServer(home, extra_env={"OCRQ_NET_ALLOWLIST": "127.0.0.1/32"}) as server:
+        summary = server.summary()
+        assert summary[0] == f"ocrq is ready at {server.url}   (web page {server.url}/ , API docs {server.url}/docs)"
+        assert summary[1:3] == [f"Your API key, shown this once, saved in {home / 'api_key'}:", f"  {server.key}"]
+        assert summary[3] == "Try:" and summary[4] == "  ./run ocrq submit tests/samples/linn.png --wait"
+        assert summary[5].startswith("  curl -s -H") and summary[5].endswith(f"{server.url}/jobs")
+        assert (home / "url").read_text().strip() == server.url
         headers = {"Authorization": f"Bearer {server.key}"}
         assert (home / "ocrq.db").exists() and (home / "storage").is_dir()
 
         with (samples / "linn.png").open("rb") as body:
-            response = httpx.post(f"{server.url}/jobs", headers=headers, files={"file": ("linn.png", body)})
+            response = httpx.post(f"{server.url}/jobs", headers=headers, files={"file": ("linn.png", body)},
+                                  data={"webhook_url": receiver.url + "/hook"})
         assert response.status_code == 202, response.text
         job_id = response.json()["id"]
         deadline = time.monotonic() + 120
@@ -36,27 +46,44 @@ def test_serve_then_submit_and_poll(tmp_path, samples):
 
         readyz = httpx.get(f"{server.url}/readyz").json()
         assert readyz["checks"] == {"database": "ok", "broker": "ok", "storage": "ok", "engine": "ok"}
+        # The event's links point at the port `ocrq serve` runs on, with no OCRQ_PUBLIC_URL given.
+        event = json.loads(receiver.wait_for("/hook", 1, timeout=60)[0].body)
+        assert event["data"]["links"]["self"] == f"{server.url}/jobs/{job_id}"
 
+        # No --url and no OCRQ_URL: the CLI finds the URL that `ocrq serve` recorded in OCRQ_HOME.
         cli = subprocess.run(
             [sys.executable, "-m", "cli.main", "submit", str(samples / "typewriter.png"), "--wait",
              "--output", "text"],
-            cwd=ROOT, env=server.env | {"OCRQ_URL": server.url}, capture_output=True, text=True, timeout=180,
+            cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=180,
         )
         assert cli.returncode == 0, cli.stderr
         assert len(cli.stdout.split()) > 20
         assert "pages" in cli.stderr  # the progress bar
+    receiver.shutdown()
 
 
-def test_cli_reports_an_unreachable_server_and_a_wrong_key(tmp_path, samples):
+def test_cli_reports_an_unreachable_server_and_a_wrong_key(tmp_path, samples, embedded_server):
     env = {"OCRQ_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     args = [sys.executable, "-m", "cli.main", "submit", str(samples / "linn.png")]
     gone = subprocess.run(args + ["--url", "http://127.0.0.1:9"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)
     assert gone.returncode == 2 and "cannot reach ocrq" in gone.stderr
-    with EmbeddedServer(tmp_path / "home") as server:
-        wrong = subprocess.run(args + ["--url", server.url, "--key", "ocrq_wrong"], cwd=ROOT, env=env,
-                               capture_output=True, text=True, timeout=60)
+    # The shared server: a refused key changes nothing there.
+    wrong = subprocess.run(args + ["--url", embedded_server.url, "--key", "ocrq_wrong"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "API key was refused" in wrong.stderr
+
+
+def test_a_restart_says_where_the_key_is(tmp_path):
+    key_path = tmp_path / "api_key"
+    key_path.write_text("ocrq_x\n")
+    lines = startup_summary(url="http://127.0.0.1:8790", key=None, key_path=key_path, auth_disabled=False)
+    lines = lines.strip().splitlines()
+    assert lines[0].startswith("ocrq is ready at http://127.0.0.1:8790 ")
+    assert lines[1] == f"Your API key is in {key_path}" and "ocrq_x" not in "".join(lines)
+    assert lines[-2].endswith(" submit tests/samples/linn.png --wait")
+    assert f'-H "Authorization: Bearer $(cat {key_path})" -F file=@' in lines[-1]
+    assert lines[-1].endswith(" http://127.0.0.1:8790/jobs")
 
 
 def children(pid: int) -> list[int]:

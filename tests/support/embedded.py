@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+READY_LINE = b"ocrq is ready at "
 
 
 def free_port() -> int:
@@ -40,6 +41,11 @@ class EmbeddedServer:
         self.wait_ready()
         return self
 
+    def summary(self) -> list[str]:
+        """The start-up summary's lines, from its first line to the end of the log."""
+        text = self.log.read_text()
+        return text[text.rindex(READY_LINE.decode()):].splitlines()
+
     def wait_ready(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -47,7 +53,8 @@ class EmbeddedServer:
                 raise RuntimeError(f"ocrq serve exited:\n{self.log.read_text()[-3000:]}")
             try:
                 up = httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
-                if up and b" ready." in self.log.read_bytes():
+                # The start-up summary comes once the API listens and both workers are ready.
+                if up and READY_LINE in self.log.read_bytes():
                     return
             except httpx.HTTPError:
                 pass

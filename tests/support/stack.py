@@ -81,6 +81,8 @@ class Stack:
                      module: str = "cli.main") -> Worker:
         """Start `ocrq worker` and wait until it has loaded its engine and listens."""
         log = self.logs / f"worker-{len(self.workers)}.log"
+        if "--beat" not in args:  # tests choose which worker runs the sweepers' schedule
+            args = ("--no-beat", *args)
         env = os.environ.copy() | settings_env(self.settings) | (extra_env or {})
         process = subprocess.Popen([sys.executable, "-m", module, "worker", *args], cwd=ROOT, env=env,
                                    stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
@@ -105,3 +107,13 @@ def wait_for_job(client: TestClient, job_id: str, *, timeout: float = 120, until
             return body
         time.sleep(0.2)
     raise AssertionError(f"job {job_id} still {body['status']} after {timeout}s: {body}")
+
+
+def wait_until(check, *, timeout: float, what: str, every: float = 0.3):
+    """The first truthy value of check(), polled until `timeout`; fails saying `what` never happened."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(every)
+    raise AssertionError(f"{what} not within {timeout}s")

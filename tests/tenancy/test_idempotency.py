@@ -136,15 +136,37 @@ def test_unfinished_first_request_makes_repeats_wait_then_is_taken_over(tenancy_
     with pytest.raises(Rejected) as waited:
         idempotency.claim(svc, tenant_id="tenant-a", key=key, fingerprint=fingerprint)
     assert (waited.value.status, waited.value.code) == (409, "idempotency_in_progress")
+    assert 1 <= int(waited.value.headers["Retry-After"]) <= idempotency.MAX_RETRY_AFTER_S
+    assert "still being decided" in waited.value.detail
 
     with svc.db.session() as session:  # the first request's API died long ago
         session.execute(update(IdempotencyKey).where(IdempotencyKey.key == key).values(
             locked_at=utcnow() - timedelta(seconds=svc.settings.idempotency_lock_s + 1)))
     slot = idempotency.claim(svc, tenant_id="tenant-a", key=key, fingerprint=fingerprint)
     assert slot.replay is None
-    slot.save(202, {"id": "x"})
+    with svc.db.session() as session:
+        slot.save(session, 202, {"id": "x"})
     again = idempotency.claim(svc, tenant_id="tenant-a", key=key, fingerprint=fingerprint)
     assert again.replay == idempotency.Stored(202, {"id": "x"})
+
+
+def test_a_slow_first_request_taken_over_rolls_back_its_job(tenancy_stack):
+    svc = tenancy_stack.services
+    key, fingerprint, name = str(uuid.uuid4()), "e" * 64, f"{uuid.uuid4().hex}.png"
+    slow = idempotency.claim(svc, tenant_id="tenant-a", key=key, fingerprint=fingerprint)
+    with svc.db.session() as session:
+        session.execute(update(IdempotencyKey).where(IdempotencyKey.key == key).values(
+            locked_at=utcnow() - timedelta(seconds=svc.settings.idempotency_lock_s + 1)))
+    taker = idempotency.claim(svc, tenant_id="tenant-a", key=key, fingerprint=fingerprint)
+    with svc.db.session() as session:
+        taker.save(session, 202, {"id": "taker"})
+    with pytest.raises(Rejected) as lost, svc.db.session() as session:
+        session.add(Job(tenant_id="tenant-a", source_kind="upload", source_uri="x", filename=name))
+        slow.save(session, 202, {"id": "slow"})
+    assert (lost.value.status, lost.value.code) == (409, "idempotency_in_progress")
+    assert jobs_named(tenancy_stack, name) == 0
+    again = idempotency.claim(svc, tenant_id="tenant-a", key=key, fingerprint=fingerprint)
+    assert again.replay == idempotency.Stored(202, {"id": "taker"})
 
 
 def test_overlong_key_is_refused(tenant_a):

@@ -1,0 +1,100 @@
+"""Workers killed at the worst moments: the job's event still goes out once."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from sqlalchemy import select
+
+from common.models import Lease, Page, WebhookDelivery
+from common.models.base import utcnow
+from tests.batches.support import word_image
+from tests.conftest import KEY_A, make_settings
+from tests.support import webhook_receiver
+from tests.support.stack import Stack, wait_for_job, wait_until
+from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues
+
+TIMERS = {"stale_requeue_after_s": 3, "sweep_interval_s": 2, "webhook_retry_schedule_s": [0, 0.5, 1]}
+
+
+@pytest.fixture(scope="module")
+def crash_stack(tmp_path_factory, pg_url, redis_url, s3):
+    settings = make_settings(home=tmp_path_factory.mktemp("wcrash-home"), pg_url=pg_url, redis_url=redis_url,
+                             s3=s3, **TIMERS)
+    with Stack(settings, logs=tmp_path_factory.mktemp("wcrash-logs")) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def receiver(crash_stack):
+    server = webhook_receiver.start()
+    server.secrets = [crash_stack.client(KEY_A).get("/webhooks/secret").json()["secret"]]
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+
+def test_worker_killed_between_a_jobs_last_page_and_its_event_delivers_it_once(crash_stack, receiver):
+    stack, client, path = crash_stack, crash_stack.client(KEY_A), f"/hook/{uuid.uuid4().hex[:8]}"
+    # This worker's pool child kills itself right after the commit that ends a job, before anything is published.
+    doomed = stack.start_worker(extra_env={"OCRQ_FAULT_POINT": "after_job_final"})
+    job_id = client.post("/jobs", files={"file": ("last.png", word_image("lastpage"))},
+                         data={"output": "text", "webhook_url": receiver.plan(path)}).json()["id"]
+    assert wait_for_job(client, job_id, timeout=60)["status"] == "succeeded"
+    wait_until(lambda: b"fault point reached" in doomed.log.read_bytes(), timeout=20, what="the crash")
+    doomed.stop()
+    with stack.services.db.session() as session:
+        (pending,) = session.scalars(select(WebhookDelivery).where(WebhookDelivery.job_id == job_id)).all()
+    assert pending.status == "pending" and pending.event_type == "job.succeeded"
+    assert receiver.to(path) == []
+
+    survivor = stack.start_worker("--beat", "--queues", ",".join([*cpu_worker_queues(), WEBHOOK_QUEUE]))
+    try:
+        (received,) = wait_until(lambda: receiver.to(path), timeout=30, what="the event")
+        time.sleep(4)  # past another sweep: a second copy would be on its way by now
+    finally:
+        survivor.stop()
+    assert len(receiver.to(path)) == 1
+    assert json.loads(received.body)["data"]["id"] == job_id
+    with stack.services.db.session() as session:
+        statuses = list(session.scalars(select(WebhookDelivery.status).where(WebhookDelivery.job_id == job_id)))
+    assert statuses == ["delivered"]
+
+
+def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_minute(tmp_path_factory, pg_url,
+                                                                                      redis_url, s3):
+    # A visibility timeout far past the test: only the heartbeat's lapse can bring the pages back in time.
+    settings = make_settings(home=tmp_path_factory.mktemp("hb-home"), pg_url=pg_url, redis_url=redis_url, s3=s3,
+                             heartbeat_interval_s=1, heartbeat_lapse_s=6, visibility_timeout_s=900, **TIMERS)
+    with Stack(settings, logs=tmp_path_factory.mktemp("hb-logs")) as stack:
+        client, db = stack.client(KEY_A), stack.services.db
+        # Both run the schedule; the doomed one holds 4 messages (1 running, 3 prefetched), the survivor 1.
+        doomed = stack.start_worker("--beat", extra_env={"OCRQ_WORKER_PREFETCH_MULTIPLIER": "4"})
+        stack.start_worker("--beat")
+        jobs = [client.post("/jobs", files={"file": (f"hb{n}.png", word_image(f"beat{n}"))},
+                            data={"output": "text"}).json()["id"] for n in range(8)]
+
+        def doomed_holds() -> tuple[Lease, set[str]] | None:
+            with db.session() as session:
+                lease = session.scalar(select(Lease).where(Lease.holder.endswith(f"pid {doomed.process.pid}")))
+                running = set(session.scalars(select(Page.id).where(
+                    Page.job_id.in_(jobs), Page.status == "running", Page.claimed_by == (lease and lease.name))))
+            return (lease, running) if lease and running and len(lease.pages or []) >= 3 else None
+
+        lease, running = wait_until(doomed_holds, timeout=60, what="the doomed worker holding 3 pages")
+        killed_at = utcnow()
+        doomed.kill()
+        for job_id in jobs:
+            assert wait_for_job(client, job_id, timeout=90)["status"] == "succeeded"
+        with db.session() as session:
+            pages = {p.id: p for p in session.scalars(select(Page).where(Page.job_id.in_(jobs)))}
+    held = set(lease.pages)
+    assert running <= held and held - running, (running, held)
+    for page_id in held:
+        assert (pages[page_id].started_at - killed_at).total_seconds() <= 60, page_id
+    # Every read is a claim: the running page was read once more, every other page once.
+    assert {p.id: p.attempts for p in pages.values()} == {p: 2 if p in running else 1 for p in pages}
