@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cli.client import Client, ClientError, SubmissionRejected
 
 TERMINAL = {"succeeded", "failed", "canceled"}
-EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json"}
+EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf"}
 
 
 def expand(items: list[Path]) -> list[Path]:
@@ -56,12 +56,14 @@ def run(client: Client, *, files: list[Path], wait: bool, out: Path | None, opti
             continue
         for err in state.get("page_errors", []):
             console.print(f"[yellow]page {err['page']} of {path} failed:[/yellow] {err['error']}")
-        text = client.result(job_id, fmt)
+        body = client.result_bytes(job_id, fmt)
         if out:
             out.mkdir(parents=True, exist_ok=True)
-            (out / f"{path.name}.{EXTENSIONS[fmt]}").write_text(text)
+            (out / f"{path.name}.{EXTENSIONS[fmt]}").write_bytes(body)
+        elif fmt == "pdf":
+            console.print(f"{job_id}\t{path}: a PDF result is written only with --out DIR")
         else:
-            sys.stdout.write(text)
+            sys.stdout.write(body.decode())
     return accepted and all(s["status"] == "succeeded" for s in states.values())
 
 

@@ -27,6 +27,7 @@ class PageOutcome:
     seconds: float | None = None
     width: int | None = None
     height: int | None = None
+    text_layer: dict | None = None
 
 
 def start_job(session: Session, *, job_id: str) -> bool:
@@ -90,6 +91,7 @@ def finish_page(session: Session, *, page_id: str, outcome: PageOutcome) -> bool
         "engine_url": outcome.engine_url,
         "model": outcome.model,
         "seconds": outcome.seconds,
+        "text_layer": outcome.text_layer,
         "finished_at": utcnow(),
     }
     if outcome.width:

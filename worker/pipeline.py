@@ -116,7 +116,7 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
             elif isinstance(result, EngineError) and result.retryable and c.attempts < max_attempts:
                 _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts)
             else:
-                outcomes[c.page.id] = _outcome(result, rendered)
+                outcomes[c.page.id] = _outcome(result, rendered, text_layer=_text_layer(ctx, c, rendered, result))
     _write_outcomes(ctx, [(c.page, outcomes[c.page.id]) for c in claimed if c.page.id in outcomes])
 
 
@@ -154,12 +154,20 @@ def _claim(ctx: WorkerContext, *, page_id: str) -> Claimed | None:
         return None
 
 
-def _outcome(result: PageText | EngineError, rendered: RenderedPage) -> job_states.PageOutcome:
+def _outcome(result: PageText | EngineError, rendered: RenderedPage, *,
+             text_layer: dict | None = None) -> job_states.PageOutcome:
     size = {"width": rendered.width, "height": rendered.height}
     if isinstance(result, EngineError):
         return job_states.PageOutcome(error=f"{result.kind}: {result}", **size)
     return job_states.PageOutcome(text=result.text, engine=result.engine, engine_url=result.details.get("url"),
-                                  model=result.model, seconds=result.seconds, **size)
+                                  model=result.model, seconds=result.seconds, text_layer=text_layer, **size)
+
+
+def _text_layer(ctx: WorkerContext, c: Claimed, rendered: RenderedPage, result: PageText | EngineError) -> dict | None:
+    """Line boxes for a PDF result from an engine that reads without positions; only jobs that asked for one."""
+    if c.job.output != "pdf" or not isinstance(result, PageText) or ctx.engine.name == "cpu" or not result.text.strip():
+        return None
+    return ctx.line_detector.text_layer(rendered.image, result.text)
 
 
 def page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:

@@ -68,6 +68,9 @@ class Page(Base):
     model: Mapped[str | None] = mapped_column(String(256))
     seconds: Mapped[float | None]
     error: Mapped[str | None] = mapped_column(Text)
+    # Lines placed for the searchable PDF when the engine read text without positions (vLLM, output=pdf):
+    # {"rotation": 0, "lines": [{"text", "box"}]}, boxes in the rendered image's pixels.
+    text_layer: Mapped[dict | None]
     enqueued_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
