@@ -159,7 +159,8 @@ def _outcome(result: PageText | EngineError, rendered: RenderedPage) -> job_stat
     if isinstance(result, EngineError):
         return job_states.PageOutcome(error=f"{result.kind}: {result}", **size)
     return job_states.PageOutcome(text=result.text, engine=result.engine, engine_url=result.details.get("url"),
-                                  model=result.model, seconds=result.seconds, **size)
+                                  model=result.model, seconds=result.seconds, rotation=result.rotation,
+                                  blocks=result.blocks, **size)
 
 
 def page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:
