@@ -51,6 +51,8 @@ def page_json(page: Page) -> dict:
         "model": page.model,
         "seconds": round(page.seconds, 4) if page.seconds is not None else None,
         "error": page.error,
+        "rotation": page.rotation,
+        "blocks": page.blocks,
     }
 
 

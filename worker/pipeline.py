@@ -160,12 +160,13 @@ def _outcome(result: PageText | EngineError, rendered: RenderedPage, *,
     if isinstance(result, EngineError):
         return job_states.PageOutcome(error=f"{result.kind}: {result}", **size)
     return job_states.PageOutcome(text=result.text, engine=result.engine, engine_url=result.details.get("url"),
-                                  model=result.model, seconds=result.seconds, text_layer=text_layer, **size)
+                                  model=result.model, seconds=result.seconds, rotation=result.rotation,
+                                  blocks=result.blocks, text_layer=text_layer, **size)
 
 
 def _text_layer(ctx: WorkerContext, c: Claimed, rendered: RenderedPage, result: PageText | EngineError) -> dict | None:
     """Line boxes for a PDF result from an engine that reads without positions; only jobs that asked for one."""
-    if c.job.output != "pdf" or not isinstance(result, PageText) or ctx.engine.name == "cpu" or not result.text.strip():
+    if c.job.output != "pdf" or not isinstance(result, PageText) or result.blocks is not None or not result.text.strip():
         return None
     return ctx.line_detector.text_layer(rendered.image, result.text)
 
