@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from html import unescape
 from pathlib import Path
 
+import numpy as np
 import pypdfium2 as pdfium
 from PIL import Image, ImageDraw, ImageFont
 
@@ -56,6 +57,16 @@ def poppler_words(path: Path, page: int = 1) -> list[Word]:
                          capture_output=True, text=True, check=True).stdout
     pattern = r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">([^<]*)</word>'
     return [Word(unescape(m[5]), tuple(float(v) for v in m.groups()[:4])) for m in re.finditer(pattern, xml)]
+
+
+def title_ink_box(image: Image.Image, *, skip: bool = False) -> tuple[int, int, int, int]:
+    """Where the first band of ink (the second with skip, past a header) was printed, in pixels."""
+    ink = np.asarray(image.convert("L")) < 128
+    rows = np.flatnonzero(ink.any(axis=1))
+    bands = np.split(rows, np.flatnonzero(np.diff(rows) > 3) + 1)
+    band = bands[1 if skip else 0]
+    columns = np.flatnonzero(ink[band[0]:band[-1] + 1].any(axis=0))
+    return int(columns[0]), int(band[0]), int(columns[-1]) + 1, int(band[-1]) + 1
 
 
 @dataclass
