@@ -10,7 +10,7 @@ import pikepdf
 import pypdfium2 as pdfium
 from PIL import ImageOps
 
-from common.documents import images
+from common.documents import DocumentRejected, images
 from common.documents.isolation import run_isolated
 from common.documents.kinds import sniff_file
 from common.documents.limits import Limits
@@ -36,6 +36,14 @@ def build_pdf(source: Path, layers: list[PageLayer], *, limits: Limits, title: s
 
 def _build(source: Path, layers: list[PageLayer], drawn: list[int], text: bytes | None, limits: Limits,
            title: str | None) -> bytes:
+    try:
+        return _assemble(source, layers, drawn, text, limits, title)
+    except pikepdf.PdfError as exc:  # its messages name the file on disk: say what happened, not where
+        raise DocumentRejected("invalid_pdf", "The source PDF could not be read to build the searchable PDF.") from exc
+
+
+def _assemble(source: Path, layers: list[PageLayer], drawn: list[int], text: bytes | None, limits: Limits,
+              title: str | None) -> bytes:
     kind = sniff_file(source)
     with _source_pages(source, kind, limits, [layer.index for layer in layers]) as base:
         vector = _pages_with_text(source, kind, [layer.index for layer in layers])
