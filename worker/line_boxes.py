@@ -1,6 +1,7 @@
 """Line boxes for engines that read text without positions (vLLM): rapidocr's detector alone, on the CPU,
-run only for jobs that asked for a PDF; the engine's words are then laid onto the boxes in order
-(common/pdf_output/placement.py). Box order is rapidocr's: top to bottom, left to right within a row.
+run only for jobs that asked for a PDF. The boxes are put in reading order by the CPU engine's own XY-cut
+(worker/engines/reading_order.py, which needs boxes only), then the engine's words are laid onto them in
+that order (common/pdf_output/placement.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from PIL import Image
 
 from common.pdf_output.placement import Box, place_words
 from common.results import markdown_to_text
+from worker.engines import reading_order
 
 
 class LineDetector:
@@ -26,10 +28,16 @@ class LineDetector:
         self._ocr = RapidOCR(params=params)
 
     def boxes(self, image: Image.Image) -> list[Box]:
+        """The page's line boxes in reading order."""
         output = self._ocr(np.asarray(image.convert("RGB")), use_det=True, use_cls=False, use_rec=False)
-        if output.boxes is None:
+        if output.boxes is None or not len(output.boxes):
             return []
-        return [(int(b[:, 0].min()), int(b[:, 1].min()), int(b[:, 0].max()), int(b[:, 1].max())) for b in output.boxes]
+        quads = output.boxes.tolist()
+        # The ordering tells a table (short cells) from columns by text length: stand in the characters a
+        # box of that width holds (glyphs about half as wide as the line is high).
+        lengths = [round(2 * (q[1][0] - q[0][0]) / max(q[3][1] - q[0][1], 1)) for q in quads]
+        lines = reading_order.lines_from_quads(quads, ["x" * n for n in lengths], output.scores or [1.0] * len(quads))
+        return [line.box for block in reading_order.order_blocks(lines, height=image.height) for line in block.lines]
 
     def text_layer(self, image: Image.Image, text: str) -> dict:
         """The page's text placed on its detected lines, as stored in pages.text_layer."""
