@@ -8,6 +8,7 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright
 
+from tests.support.pdf_checks import poppler_text
 from tests.support.stack import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -59,6 +60,10 @@ def test_upload_a_scan_and_read_its_text(page, embedded_server, samples):
     with page.expect_download() as download:
         page.get_by_role("button", name="Download JSON of linn.png").click()
     assert '"pages"' in Path(download.value.path()).read_text()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download searchable PDF of linn.png").click()
+    assert download.value.suggested_filename == "linn.pdf"
+    assert "LinnSequencer" in poppler_text(Path(download.value.path()))
 
     storage = page.evaluate("() => [sessionStorage.getItem('ocrq.apiKey'), localStorage.length, document.cookie]")
     assert storage == [embedded_server.key, 0, ""]
