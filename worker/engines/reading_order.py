@@ -86,7 +86,8 @@ def order_blocks(lines: list[Line], *, height: int) -> list[Block]:
     small = [ln for ln in lines if ln.height <= 1.2 * unit]
     heads = [ln for ln in small if ln.key[3] <= top]
     feet = [ln for ln in small if ln.key[1] >= bottom]
-    body = [ln for ln in lines if ln not in heads and ln not in feet]
+    apart = {id(ln) for ln in heads + feet}
+    body = [ln for ln in lines if id(ln) not in apart]
     headers, footers = _group(_xy_cut(heads, unit), unit), _group(_xy_cut(feet, unit), unit)
     for block in headers:
         block.kind = "header"
@@ -115,30 +116,55 @@ def _rejoin_columns(blocks: list[Block]) -> list[Block]:
 
 def _xy_cut(lines: list[Line], unit: float) -> list[Line | Block]:
     """Lines in reading order; a table found on the way comes whole, as a block of rows."""
+    out: list[Line | Block] = []
+    pending = [lines]  # a stack of regions, the next to read on top (no recursion: a page may have 1,000 lines)
+    while pending:
+        region = pending.pop()
+        parts = _cut(region, unit)
+        if isinstance(parts, tuple):
+            pending += [parts[1], parts[0]]
+        else:
+            out += parts
+    return out
+
+
+def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list[Line | Block]:
+    """The region cut in two at its widest empty band (first, then the rest), or what it reads as whole."""
     if len(lines) <= 1:
         return list(lines)
     # Boxes of neighbouring lines often touch; shrink them a little so the gap between rows shows.
-    pad = 0.15 * unit
-    rows = _gaps([(ln.key[1] + pad, ln.key[3] - pad) for ln in lines])
+    rows = _gaps([(ln.key[1] + min(0.15 * unit, 0.25 * ln.height), ln.key[3] - min(0.15 * unit, 0.25 * ln.height))
+                  for ln in lines])
     cols = _gaps([(ln.key[0], ln.key[2]) for ln in lines])
-    row = max(rows, default=None, key=lambda g: g[1] - g[0])
-    col = max(cols, default=None, key=lambda g: g[1] - g[0])
+    row, col = _widest(rows), _widest(cols)
     # A gutter narrower than a line's height is more likely a wide space between words.
     if col is not None and col[1] - col[0] < unit:
         col = None
-    if row is None and col is None:
-        return sorted(lines, key=lambda ln: (ln.key[1], ln.key[0]))
     if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]):
         cut = (col[0] + col[1]) / 2
         if _is_table(lines, cut, unit):
-            rows = _rows(lines, unit)
-            return [Block("table", [ln for row in rows for ln in row], rows=rows)]
+            rows_of_cells = _rows(lines, unit)
+            return [Block("table", [ln for row in rows_of_cells for ln in row], rows=rows_of_cells)]
         first = [ln for ln in lines if (ln.key[0] + ln.key[2]) / 2 < cut]
-    else:
+    elif row is not None:
         cut = (row[0] + row[1]) / 2
         first = [ln for ln in lines if (ln.key[1] + ln.key[3]) / 2 < cut]
-    rest = [ln for ln in lines if ln not in first]
-    return _xy_cut(first, unit) + _xy_cut(rest, unit)
+    else:
+        first = []
+    if not first or len(first) == len(lines):
+        return sorted(lines, key=lambda ln: (ln.key[1], ln.key[0]))
+    taken = {id(ln) for ln in first}
+    return first, [ln for ln in lines if id(ln) not in taken]
+
+
+def _widest(gaps: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """The widest gap; of gaps as wide within a pixel, the middle one, so that a column of evenly spaced
+    lines is halved rather than peeled one line at a time."""
+    if not gaps:
+        return None
+    width = max(hi - lo for lo, hi in gaps)
+    ties = [g for g in gaps if g[1] - g[0] >= width - 1.0]
+    return ties[len(ties) // 2]
 
 
 def _gaps(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -205,7 +231,7 @@ def _continues(prev: Line, line: Line, unit: float) -> bool:
     px0, _, px1, py1 = prev.key
     x0, y0, x1, _ = line.key
     small, large = sorted((prev.height, line.height))
-    if large > 1.3 * small:
+    if large > 1.45 * small:  # descenders alone make one line up to a third taller than the next
         return False
     gap = y0 - py1
     if gap < -0.5 * small or gap > 0.9 * large:
