@@ -137,8 +137,9 @@ def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list
                   for ln in lines])
     cols = _gaps([(ln.key[0], ln.key[2]) for ln in lines])
     row, col = _widest(rows), _widest(cols)
-    # A gutter narrower than a line's height is more likely a wide space between words.
-    if col is not None and col[1] - col[0] < unit:
+    # A gutter narrower than half a line's height is more likely a wide space between words (linn.png's
+    # gutter is one line high).
+    if col is not None and col[1] - col[0] < 0.5 * unit:
         col = None
     if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]):
         cut = (col[0] + col[1]) / 2
@@ -214,15 +215,20 @@ def _group(ordered: list[Line | Block], unit: float) -> list[Block]:
         if isinstance(line, Block):
             blocks.append(line)
             continue
-        prev = blocks[-1].lines[-1] if blocks and blocks[-1].kind != "table" else None
+        block = blocks[-1] if blocks and blocks[-1].kind != "table" else None
         bullet = bool(_BULLET.match(line.text))
-        if prev is not None and _continues(prev, line, unit):
-            block = blocks[-1]
-            if bullet and block.kind != "list":
-                blocks.append(Block("list", [line]))
-            else:
+        if block is not None and _continues(block.lines[-1], line, unit):
+            indent = line.key[0] - block.lines[-1].key[0]
+            if block.kind == "list" and not bullet:
+                # An item goes on in lines indented under its text; a line back at the bullet's edge does not.
+                start = next(ln for ln in reversed(block.lines) if _BULLET.match(ln.text))
+                if line.key[0] > start.key[0] + 0.3 * unit:
+                    block.lines.append(line)
+                    continue
+            elif block.kind == "list" or not bullet and indent < 0.5 * unit:
+                # A first line indented by half a line's height or more starts a new paragraph.
                 block.lines.append(line)
-            continue
+                continue
         blocks.append(Block("list" if bullet else "text", [line]))
     return blocks
 
@@ -273,12 +279,12 @@ def join_lines(texts: list[str]) -> str:
 def to_markdown(blocks: list[Block]) -> str:
     """Markdown that keeps the structure: titles as headings, paragraphs whole, list items, table rows."""
     parts = []
-    title_size = max((_block_height(b) for b in blocks if b.kind == "title"), default=0)
+    first_title = next((b for b in blocks if b.kind == "title"), None)
     for block in blocks:
         texts = [ln.text for ln in block.lines]
         if block.kind == "title":
-            level = "#" if _block_height(block) >= 0.9 * title_size else "##"
-            parts.append(f"{level} {join_lines(texts)}")
+            # The page's first title is its heading; later ones are sections under it.
+            parts.append(f"{'#' if block is first_title else '##'} {join_lines(texts)}")
         elif block.kind == "list":
             parts.append("\n".join(f"- {_BULLET_MARK.sub('', item, count=1)}" for item in _items(texts)))
         elif block.kind == "table":
