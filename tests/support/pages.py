@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageDraw, ImageFont
 
+from tests.common.hostile import _wrap as wrap  # CJK text, having no spaces, wraps per character
+
 SERIF = "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf"
 SERIF_BOLD = "/usr/share/fonts/truetype/dejavu/DejaVuSerif-Bold.ttf"
 SANS_CJK = "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"
@@ -52,8 +54,7 @@ class LaidOutPage:
 
 def column_page(columns: int, *, paragraphs: list[str] = PARAGRAPHS, title: str | None = "The Northern Quay",
                 header: str | None = None, footer: str | None = None, sidebar: str | None = None,
-                font: str = SERIF, title_font: str = SERIF_BOLD, font_size: int = 22,
-                cjk: bool = False) -> LaidOutPage:
+                font: str = SERIF, title_font: str = SERIF_BOLD, font_size: int = 22) -> LaidOutPage:
     """Paragraphs flowed through `columns` columns under a title that spans them all."""
     width, height = LETTER_150
     page = Image.new("RGB", LETTER_150, "white")
@@ -77,7 +78,7 @@ def column_page(columns: int, *, paragraphs: list[str] = PARAGRAPHS, title: str 
     bottom = height - 170
     lines: list[tuple[str, bool]] = []  # (line, last line of its paragraph)
     for para in paragraphs:
-        wrapped = _wrap(para, face, draw, col_width, cjk=cjk)
+        wrapped = wrap(para, face, draw, col_width)
         lines += [(ln, i == len(wrapped) - 1) for i, ln in enumerate(wrapped)]
         truth.append(para)
     # Balance the columns: as many lines in each, a blank line between paragraphs.
@@ -98,7 +99,7 @@ def column_page(columns: int, *, paragraphs: list[str] = PARAGRAPHS, title: str 
     if sidebar:
         side_face = ImageFont.truetype(font, 20)
         sy = y
-        for ln in _wrap(sidebar, side_face, draw, right - body_right - gutter, cjk=cjk):
+        for ln in wrap(sidebar, side_face, draw, right - body_right - gutter):
             draw.text((body_right + gutter, sy), ln, font=side_face, fill="black")
             sy += 30
         truth.append(sidebar)
@@ -108,15 +109,3 @@ def column_page(columns: int, *, paragraphs: list[str] = PARAGRAPHS, title: str 
         truth.append(footer)
     return LaidOutPage(page, "\n".join(truth))
 
-
-def _wrap(text: str, face: ImageFont.FreeTypeFont, draw: ImageDraw.ImageDraw, width: int, *, cjk: bool) -> list[str]:
-    tokens, sep = (list(text), "") if cjk else (text.split(" "), " ")
-    lines, line = [], ""
-    for token in tokens:
-        candidate = f"{line}{sep}{token}" if line else token
-        if draw.textlength(candidate, font=face) <= width or not line:
-            line = candidate
-        else:
-            lines.append(line)
-            line = token
-    return lines + [line]

@@ -33,7 +33,7 @@ PAGES = {
     "turned 180": (lambda: _turned(column_page(3), 180), 0.05),
     "tilted 2 degrees": (lambda: _turned(column_page(2, paragraphs=PARAGRAPHS[:4]), 2), 0.05),
     "CJK, two columns": (lambda: column_page(2, paragraphs=CJK_PARAGRAPHS, title="北码头", font=SANS_CJK,
-                                             title_font=SANS_CJK, cjk=True), 0.05),
+                                             title_font=SANS_CJK), 0.05),
 }
 
 

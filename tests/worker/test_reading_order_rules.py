@@ -58,3 +58,9 @@ def test_join_lines():
     assert join_lines(["the harbour was dred-", "ged twice", "a year"]) == "the harbour was dredged twice a year"
     assert join_lines(["forty-", "Two"]) == "forty- Two"  # a capital after the hyphen: not one word
     assert join_lines(["港口管理局在那年", "春天开放了北码头。"]) == "港口管理局在那年春天开放了北码头。"
+
+
+def test_a_page_of_many_lines():
+    rows = [(f"entry {i} of a long register of names", 100, 10 + 12 * i, 600, 20 + 12 * i) for i in range(1500)]
+    blocks = order_blocks(_page(rows), height=18_100)
+    assert [line.text for block in blocks for line in block.lines] == [r[0] for r in rows]

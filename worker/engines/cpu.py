@@ -42,16 +42,21 @@ class CpuEngine:
         array = np.asarray(image.convert("RGB"))
         try:
             rotation = self._rotation(array)
+            oriented = time.perf_counter()
             lines = self._lines(np.rot90(array, k=rotation // 90) if rotation else array)
             if rotation and _weight(lines) < 0.5 * _weight(upright := self._lines(array)):
                 # The classifier saw a turned page that reads far better as it came: keep it as it came.
                 rotation, lines = 0, upright
         except Exception as exc:  # onnxruntime raises plain RuntimeError/ValueError on odd inputs
             return EngineError(f"rapidocr failed: {exc}", kind="engine")
+        read = time.perf_counter()
         height = array.shape[1] if rotation in (90, 270) else array.shape[0]
         blocks = reading_order.order_blocks(lines, height=height)
-        return PageText(text=reading_order.to_markdown(blocks), engine=self.name, model=self.model,
-                        seconds=time.perf_counter() - started, details={"lines": len(lines)},
+        text = reading_order.to_markdown(blocks)
+        done = time.perf_counter()
+        timings = {"orientation_s": oriented - started, "ocr_s": read - oriented, "layout_s": done - read}
+        return PageText(text=text, engine=self.name, model=self.model, seconds=done - started,
+                        details={"lines": len(lines)} | {k: round(v, 4) for k, v in timings.items()},
                         rotation=rotation, blocks=[block.as_json() for block in blocks])
 
     def _rotation(self, array: np.ndarray) -> int:

@@ -86,7 +86,8 @@ def order_blocks(lines: list[Line], *, height: int) -> list[Block]:
     small = [ln for ln in lines if ln.height <= 1.2 * unit]
     heads = [ln for ln in small if ln.key[3] <= top]
     feet = [ln for ln in small if ln.key[1] >= bottom]
-    body = [ln for ln in lines if ln not in heads and ln not in feet]
+    apart = {id(ln) for ln in heads + feet}
+    body = [ln for ln in lines if id(ln) not in apart]
     headers, footers = _group(_xy_cut(heads, unit), unit), _group(_xy_cut(feet, unit), unit)
     for block in headers:
         block.kind = "header"
@@ -115,30 +116,56 @@ def _rejoin_columns(blocks: list[Block]) -> list[Block]:
 
 def _xy_cut(lines: list[Line], unit: float) -> list[Line | Block]:
     """Lines in reading order; a table found on the way comes whole, as a block of rows."""
+    out: list[Line | Block] = []
+    pending = [lines]  # a stack of regions, the next to read on top (no recursion: a page may have 1,000 lines)
+    while pending:
+        region = pending.pop()
+        parts = _cut(region, unit)
+        if isinstance(parts, tuple):
+            pending += [parts[1], parts[0]]
+        else:
+            out += parts
+    return out
+
+
+def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list[Line | Block]:
+    """The region cut in two at its widest empty band (first, then the rest), or what it reads as whole."""
     if len(lines) <= 1:
         return list(lines)
     # Boxes of neighbouring lines often touch; shrink them a little so the gap between rows shows.
-    pad = 0.15 * unit
-    rows = _gaps([(ln.key[1] + pad, ln.key[3] - pad) for ln in lines])
+    rows = _gaps([(ln.key[1] + min(0.15 * unit, 0.25 * ln.height), ln.key[3] - min(0.15 * unit, 0.25 * ln.height))
+                  for ln in lines])
     cols = _gaps([(ln.key[0], ln.key[2]) for ln in lines])
-    row = max(rows, default=None, key=lambda g: g[1] - g[0])
-    col = max(cols, default=None, key=lambda g: g[1] - g[0])
-    # A gutter narrower than a line's height is more likely a wide space between words.
-    if col is not None and col[1] - col[0] < unit:
+    row, col = _widest(rows), _widest(cols)
+    # A gutter narrower than half a line's height is more likely a wide space between words (linn.png's
+    # gutter is one line high).
+    if col is not None and col[1] - col[0] < 0.5 * unit:
         col = None
-    if row is None and col is None:
-        return sorted(lines, key=lambda ln: (ln.key[1], ln.key[0]))
     if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]):
         cut = (col[0] + col[1]) / 2
         if _is_table(lines, cut, unit):
-            rows = _rows(lines, unit)
-            return [Block("table", [ln for row in rows for ln in row], rows=rows)]
+            rows_of_cells = _rows(lines, unit)
+            return [Block("table", [ln for row in rows_of_cells for ln in row], rows=rows_of_cells)]
         first = [ln for ln in lines if (ln.key[0] + ln.key[2]) / 2 < cut]
-    else:
+    elif row is not None:
         cut = (row[0] + row[1]) / 2
         first = [ln for ln in lines if (ln.key[1] + ln.key[3]) / 2 < cut]
-    rest = [ln for ln in lines if ln not in first]
-    return _xy_cut(first, unit) + _xy_cut(rest, unit)
+    else:
+        first = []
+    if not first or len(first) == len(lines):
+        return sorted(lines, key=lambda ln: (ln.key[1], ln.key[0]))
+    taken = {id(ln) for ln in first}
+    return first, [ln for ln in lines if id(ln) not in taken]
+
+
+def _widest(gaps: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """The widest gap; of gaps as wide within a pixel, the middle one, so that a column of evenly spaced
+    lines is halved rather than peeled one line at a time."""
+    if not gaps:
+        return None
+    width = max(hi - lo for lo, hi in gaps)
+    ties = [g for g in gaps if g[1] - g[0] >= width - 1.0]
+    return ties[len(ties) // 2]
 
 
 def _gaps(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -188,15 +215,20 @@ def _group(ordered: list[Line | Block], unit: float) -> list[Block]:
         if isinstance(line, Block):
             blocks.append(line)
             continue
-        prev = blocks[-1].lines[-1] if blocks and blocks[-1].kind != "table" else None
+        block = blocks[-1] if blocks and blocks[-1].kind != "table" else None
         bullet = bool(_BULLET.match(line.text))
-        if prev is not None and _continues(prev, line, unit):
-            block = blocks[-1]
-            if bullet and block.kind != "list":
-                blocks.append(Block("list", [line]))
-            else:
+        if block is not None and _continues(block.lines[-1], line, unit):
+            indent = line.key[0] - block.lines[-1].key[0]
+            if block.kind == "list" and not bullet:
+                # An item goes on in lines indented under its text; a line back at the bullet's edge does not.
+                start = next(ln for ln in reversed(block.lines) if _BULLET.match(ln.text))
+                if line.key[0] > start.key[0] + 0.3 * unit:
+                    block.lines.append(line)
+                    continue
+            elif block.kind == "list" or not bullet and indent < 0.5 * unit:
+                # A first line indented by half a line's height or more starts a new paragraph.
                 block.lines.append(line)
-            continue
+                continue
         blocks.append(Block("list" if bullet else "text", [line]))
     return blocks
 
@@ -205,7 +237,7 @@ def _continues(prev: Line, line: Line, unit: float) -> bool:
     px0, _, px1, py1 = prev.key
     x0, y0, x1, _ = line.key
     small, large = sorted((prev.height, line.height))
-    if large > 1.3 * small:
+    if large > 1.45 * small:  # descenders alone make one line up to a third taller than the next
         return False
     gap = y0 - py1
     if gap < -0.5 * small or gap > 0.9 * large:
@@ -247,12 +279,12 @@ def join_lines(texts: list[str]) -> str:
 def to_markdown(blocks: list[Block]) -> str:
     """Markdown that keeps the structure: titles as headings, paragraphs whole, list items, table rows."""
     parts = []
-    title_size = max((_block_height(b) for b in blocks if b.kind == "title"), default=0)
+    first_title = next((b for b in blocks if b.kind == "title"), None)
     for block in blocks:
         texts = [ln.text for ln in block.lines]
         if block.kind == "title":
-            level = "#" if _block_height(block) >= 0.9 * title_size else "##"
-            parts.append(f"{level} {join_lines(texts)}")
+            # The page's first title is its heading; later ones are sections under it.
+            parts.append(f"{'#' if block is first_title else '##'} {join_lines(texts)}")
         elif block.kind == "list":
             parts.append("\n".join(f"- {_BULLET_MARK.sub('', item, count=1)}" for item in _items(texts)))
         elif block.kind == "table":
