@@ -53,8 +53,7 @@ SCALE = 72 / 150  # points per pixel of a 150 dpi page
 PAGES = {
     "one column": lambda: column_page(1, paragraphs=PARAGRAPHS[:3]),
     "two columns": lambda: column_page(2, paragraphs=PARAGRAPHS[:4], header="Harbour Review, No. 12"),
-    "CJK": lambda: column_page(1, paragraphs=CJK_PARAGRAPHS, title="北码头", font=SANS_CJK, title_font=SANS_CJK,
-                               cjk=True),
+    "CJK": lambda: column_page(1, paragraphs=CJK_PARAGRAPHS, title="北码头", font=SANS_CJK, title_font=SANS_CJK),
 }
 
 
