@@ -87,11 +87,14 @@ class Client:
         return response.json()
 
     def result(self, job_id: str, fmt: str | None = None) -> str:
+        return self.result_bytes(job_id, fmt).decode()
+
+    def result_bytes(self, job_id: str, fmt: str | None = None) -> bytes:
         params = {"format": fmt} if fmt else {}
         response = self.request("GET", f"/jobs/{job_id}/result", params=params, follow_redirects=True)
         if response.status_code != 200:
             raise ClientError(f"{job_id}: {response.status_code} {_detail(response)}")
-        return response.text
+        return response.content
 
 
 def _detail(response: httpx.Response) -> str:

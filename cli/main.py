@@ -20,6 +20,8 @@ app.add_typer(webhooks_app, name="webhooks")
 
 UrlOpt = Annotated[str | None, typer.Option(
     envvar="OCRQ_URL", help="Base URL of the ocrq API (default: the one `ocrq serve` recorded, else :8000).")]
+FormatOpt = Annotated[str, typer.Option("--output", "--format",
+                                        help="markdown, text, json or pdf (a searchable PDF, saved with --out).")]
 KeyOpt = Annotated[str | None, typer.Option(envvar="OCRQ_API_KEY", help="API key (default: the one `serve` saved).")]
 
 
@@ -101,7 +103,7 @@ def submit(
     wait: bool = False,
     out: Annotated[Path | None, typer.Option(help="Write each result into this folder.")] = None,
     pages: str | None = None,
-    output: str = "markdown",
+    output: FormatOpt = "markdown",
     priority: str = "interactive",
     url: UrlOpt = None,
     key: KeyOpt = None,
@@ -164,12 +166,21 @@ def status(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
 
 
 @app.command()
-def result(job_id: str, format: str | None = None, url: UrlOpt = None, key: KeyOpt = None) -> None:
-    """Print a finished job's result."""
+def result(job_id: str, format: str | None = None, url: UrlOpt = None, key: KeyOpt = None,
+           out: Annotated[Path | None, typer.Option(help="Write the result to this file.")] = None) -> None:
+    """Print a finished job's result (--format pdf: the searchable PDF, to --out FILE or a redirected stdout)."""
     from cli.client import Client, ClientError
 
     try:
-        sys.stdout.write(Client(url=url, key=key).result(job_id, format))
+        body = Client(url=url, key=key).result_bytes(job_id, format)
+        if out:
+            out.write_bytes(body)
+        elif format == "pdf" and sys.stdout.isatty():
+            typer.echo("error: a PDF is not written to a terminal; give --out FILE or redirect stdout", err=True)
+            raise typer.Exit(2)
+        else:
+            sys.stdout.buffer.write(body)
+            sys.stdout.flush()
     except ClientError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -14,7 +14,7 @@ from rich.text import Text
 from cli.client import Client, ClientError, SubmissionRejected
 
 TERMINAL = {"succeeded", "failed", "canceled"}
-EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json"}
+EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf"}
 
 
 def expand(items: list[Path]) -> list[Path]:
@@ -60,14 +60,16 @@ def run(client: Client, *, files: list[Path], wait: bool, out: Path | None, opti
             continue
         for err in state.get("page_errors", []):
             console.print(f"[yellow]page {err['page']} of {path} failed:[/yellow] {err['error']}", highlight=False)
-        text = client.result(job_id, fmt)
+        body = client.result_bytes(job_id, fmt)
         if out:
             out.mkdir(parents=True, exist_ok=True)
             target = out / f"{path.name}.{EXTENSIONS[fmt]}"
-            target.write_text(text)
+            target.write_bytes(body)
             written.append(target)
+        elif fmt == "pdf":
+            console.print(f"{job_id}\t{path}: a PDF result is written only with --out DIR", highlight=False)
         else:
-            sys.stdout.write(text)
+            sys.stdout.write(body.decode())
     if out:
         console.print(summary(out=out, written=written, not_read=not_read, rejected=rejected), highlight=False)
     return not rejected and not not_read

@@ -27,6 +27,9 @@ class PageOutcome:
     seconds: float | None = None
     width: int | None = None
     height: int | None = None
+    rotation: int | None = None
+    blocks: list[dict] | None = None
+    text_layer: dict | None = None
 
 
 def start_job(session: Session, *, job_id: str) -> bool:
@@ -96,6 +99,9 @@ def finish_page(session: Session, *, page_id: str, outcome: PageOutcome) -> bool
         "engine_url": outcome.engine_url,
         "model": outcome.model,
         "seconds": outcome.seconds,
+        "rotation": outcome.rotation,
+        "blocks": outcome.blocks,
+        "text_layer": outcome.text_layer,
         "finished_at": utcnow(),
     }
     if outcome.width:

@@ -1,4 +1,4 @@
-"""Assembling a job's pages into the result formats: markdown, text and per-page JSON."""
+"""Assembling a job's pages into the text result formats: markdown, text and per-page JSON (pdf: pdf_output)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import re
 
 from common.models import Job, Page
 
-FORMATS = ("markdown", "text", "json")
+TEXT_FORMATS = ("markdown", "text", "json")
+FORMATS = (*TEXT_FORMATS, "pdf")
 MEDIA_TYPES = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; charset=utf-8",
-               "json": "application/json"}
-EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json"}
+               "json": "application/json", "pdf": "application/pdf"}
+EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf"}
 
 _TAG = re.compile(r"<[^>]+>")
 _MD_PREFIX = re.compile(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(?=\S))", re.MULTILINE)
@@ -50,6 +51,8 @@ def page_json(page: Page) -> dict:
         "model": page.model,
         "seconds": round(page.seconds, 4) if page.seconds is not None else None,
         "error": page.error,
+        "rotation": page.rotation,
+        "blocks": page.blocks,
     }
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Output = Literal["markdown", "text", "json"]
+Output = Literal["markdown", "text", "json", "pdf"]
 Priority = Literal["interactive", "bulk"]
 # The priority lanes, interactive first: workers of both lanes consume their queues in this order.
 LANES: tuple[Priority, ...] = get_args(Priority)

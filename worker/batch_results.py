@@ -11,11 +11,14 @@ from sqlalchemy import case, exists, or_, select, true, update
 from common import results
 from common.batch_objects import relative_key, result_key
 from common.batch_progress import progress
+from common.documents import DocumentRejected
 from common.models import Batch, BatchItem, Job, Page
 from common.models.base import utcnow
+from common.pdf_output import job_pdf
 from common.s3_grants import NotGranted
 from common.services import webhooks
 from common.services.batches import describe_s3_error
+from common.storage import ObjectMissing
 from common.webhook_events import base_url, batch_data
 from worker.batch_manifest import write_manifest
 from worker.context import WorkerContext
@@ -40,6 +43,8 @@ def item_finished(ctx: WorkerContext, *, job: Job, pages: list[Page], status: st
             values["result_key"] = _write_result(ctx, batch=batch, key=key, job=job, pages=pages)
         except (ClientError, NotGranted) as exc:
             values |= {"status": "failed", "error": f"the result could not be written: {describe_s3_error(exc)}"}
+        except (DocumentRejected, ObjectMissing, OSError) as exc:
+            values |= {"status": "failed", "error": f"the searchable PDF could not be built: {exc}"}
     with ctx.db.session() as session:
         session.execute(update(BatchItem).where(BatchItem.id == item_id, BatchItem.status == "queued").values(**values))
     _maybe_send_progress(ctx, batch=batch)
@@ -49,7 +54,12 @@ def item_finished(ctx: WorkerContext, *, job: Job, pages: list[Page], status: st
 def _write_result(ctx: WorkerContext, *, batch: Batch, key: str, job: Job, pages: list[Page]) -> str:
     out_key = result_key(relative_key(key, prefix=batch.input_prefix), output_prefix=batch.output_prefix,
                          output=batch.output)
-    body = results.render(job, pages, batch.output).encode()
+    if batch.output == "pdf" and job.result_key and job.output == "pdf":
+        body = ctx.storage.read(results.object_key(job.result_key, "pdf"))  # built once, as the job closed
+    elif batch.output == "pdf":
+        body = job_pdf(job, pages, source=ctx.sources.path(job), limits=ctx.limits)
+    else:
+        body = results.render(job, pages, batch.output).encode()
     ctx.s3_for_batch(batch, "write").put_object(Bucket=batch.output_bucket, Key=out_key, Body=body,
                                                 ContentType=results.MEDIA_TYPES[batch.output])
     return f"s3://{batch.output_bucket}/{out_key}"

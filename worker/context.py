@@ -60,6 +60,13 @@ class WorkerContext:
 
         return make_engine(self.settings)
 
+    @cached_property
+    def line_detector(self):
+        """rapidocr's detector alone, for PDF results from engines that give no positions; loaded on first use."""
+        from worker.line_boxes import LineDetector
+
+        return LineDetector(threads=self.settings.cpu_threads)
+
     def close(self) -> None:
         if "engine" in self.__dict__:
             self.engine.close()

@@ -22,7 +22,7 @@ from common.storage import ObjectMissing
 from worker import dispatch, routing, tenant_cap
 from worker.context import WorkerContext
 from worker.engines.base import EngineError, PageText
-from worker.job_events import job_finished, store_large_result
+from worker.job_events import job_finished, public_reason, store_large_result
 
 log = logging.getLogger("ocrq.pipeline")
 
@@ -73,13 +73,6 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
         job_states.mark_enqueued(session, page_ids=page_ids)
     routing.publish_pages(ctx, page_ids=page_ids, lane=job.priority)
     log.info("job split into pages", extra={"pages": len(indices), "published": len(page_ids)})
-
-
-def public_reason(exc: Exception) -> str:
-    """What the tenant is told: the document's problem in a sentence, never a path or a repr from this worker."""
-    if isinstance(exc, OSError):
-        return "the document could not be read on the worker"
-    return str(exc) or exc.__class__.__name__
 
 
 def _fetch_url_source(ctx: WorkerContext, job: Job) -> str:
@@ -144,7 +137,7 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
             elif isinstance(result, EngineError) and result.retryable and c.attempts < max_attempts:
                 _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts)
             else:
-                outcomes[c.page.id] = _outcome(result, rendered)
+                outcomes[c.page.id] = _outcome(result, rendered, text_layer=_text_layer(ctx, c, rendered, result))
     _write_outcomes(ctx, [(c.page, outcomes[c.page.id]) for c in claimed if c.page.id in outcomes])
 
 
@@ -192,14 +185,23 @@ ENGINE_FAILURES = {
 }
 
 
-def _outcome(result: PageText | EngineError, rendered: RenderedPage) -> job_states.PageOutcome:
+def _outcome(result: PageText | EngineError, rendered: RenderedPage, *,
+             text_layer: dict | None = None) -> job_states.PageOutcome:
     size = {"width": rendered.width, "height": rendered.height}
     if isinstance(result, EngineError):
         log.warning("engine failed on the page: %s: %s", result.kind, result)
         reason = ENGINE_FAILURES.get(result.kind, str(result) if result.kind == "repetition" else "the engine failed")
         return job_states.PageOutcome(error=f"{result.kind}: {reason}", **size)
     return job_states.PageOutcome(text=result.text, engine=result.engine, engine_url=result.details.get("url"),
-                                  model=result.model, seconds=result.seconds, **size)
+                                  model=result.model, seconds=result.seconds, rotation=result.rotation,
+                                  blocks=result.blocks, text_layer=text_layer, **size)
+
+
+def _text_layer(ctx: WorkerContext, c: Claimed, rendered: RenderedPage, result: PageText | EngineError) -> dict | None:
+    """Line boxes for a PDF result from an engine that reads without positions; only jobs that asked for one."""
+    if c.job.output != "pdf" or not isinstance(result, PageText) or result.blocks is not None or not result.text.strip():
+        return None
+    return ctx.line_detector.text_layer(rendered.image, result.text)
 
 
 def page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:

@@ -75,7 +75,7 @@ def _purge_results(ctx: WorkerContext, *, older_than: timedelta) -> int:
                     ctx.storage.delete(results.object_key(prefix, fmt))
         ids = [job_id for job_id, _ in rows]
         with ctx.db.session() as session:
-            session.execute(update(Page).where(Page.job_id.in_(ids)).values(text=None))
+            session.execute(update(Page).where(Page.job_id.in_(ids)).values(text=None, blocks=None, text_layer=None))
             session.execute(update(Job).where(Job.id.in_(ids)).values(expired_at=utcnow(), result_key=None))
         purged += len(rows)
         if len(rows) < BATCH:

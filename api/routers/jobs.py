@@ -15,7 +15,7 @@ from api.errors import problem
 from api.idempotency import IdempotencyKeyHeader, replayed
 from common import results
 from common.schemas import JobAccepted, JobFromSource, JobLinks, JobOptions, JobView, PageError
-from common.services import idempotency, jobs
+from common.services import idempotency, jobs, pdf_results
 from common.services.jobs import Rejected, Services, Source
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -32,7 +32,7 @@ SUBMIT_BODY = {
                 "properties": {
                     "file": {"type": "string", "format": "binary"},
                     "pages": {"type": "string"},
-                    "output": {"type": "string", "enum": ["markdown", "text", "json"]},
+                    "output": {"type": "string", "enum": ["markdown", "text", "json", "pdf"]},
                     "webhook_url": {"type": "string"},
                     "priority": {"type": "string", "enum": ["interactive", "bulk"]},
                     "metadata": {"type": "string", "description": "a JSON object, echoed back"},
@@ -109,11 +109,16 @@ def get_job(job_id: str, request: Request, svc: ServicesDep, session: SessionDep
     )
 
 
-@router.get("/{job_id}/result", responses={200: {"content": {"text/markdown": {}, "text/plain": {}}},
-                                           303: {}, 404: {}, 409: {}, 410: {}})
+@router.get("/{job_id}/result", responses={200: {"content": {"text/markdown": {}, "text/plain": {},
+                                                             "application/pdf": {}}},
+                                           303: {}, 404: {}, 409: {}, 410: {}, 422: {}})
 def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: TenantDep,
-               format: Literal["markdown", "text", "json"] | None = None) -> Response:
-    """The result in the asked format (default: the job's `output`); 409 until the job has finished."""
+               format: Literal["markdown", "text", "json", "pdf"] | None = None) -> Response:
+    """The result in the asked format (default: the job's `output`); 409 until the job has finished.
+
+    `pdf`: the pages with a searchable text layer; stored when the job was submitted with output=pdf,
+    built on demand otherwise (while the source is still stored).
+    """
     job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
     fmt = format or job.output
     if job.expired_at:
@@ -121,14 +126,26 @@ def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: Tenan
                        expired_at=job.expired_at.isoformat())
     if job.status != "succeeded":
         return problem(409, f"job is {job.status}", code="not_finished", status=job.status, error=job.error)
-    if job.result_key:
-        key = results.object_key(job.result_key, fmt)
+    key = pdf_results.stored_key(job) if fmt == "pdf" else job.result_key and results.object_key(job.result_key, fmt)
+    if key:
         url = svc.storage.presign(key, ttl_s=svc.settings.presign_ttl_s)
         if url:
             return RedirectResponse(url, status_code=303)
-        return Response(svc.storage.read(key), media_type=results.MEDIA_TYPES[fmt])
-    body = results.render(job, jobs.pages_of(session, job_id=job.id), fmt)
-    return Response(body, media_type=results.MEDIA_TYPES[fmt])
+        return Response(svc.storage.read(key), media_type=results.MEDIA_TYPES[fmt], headers=_attachment(job, fmt))
+    if fmt == "pdf":
+        body = pdf_results.build_on_demand(svc, session, job=job)
+    else:
+        body = results.render(job, jobs.pages_of(session, job_id=job.id), fmt)
+    return Response(body, media_type=results.MEDIA_TYPES[fmt], headers=_attachment(job, fmt))
+
+
+def _attachment(job, fmt: str) -> dict[str, str]:
+    """A PDF downloads under the document's name; text formats show inline as before."""
+    if fmt != "pdf":
+        return {}
+    stem = (job.filename or job.id).rsplit(".", 1)[0]
+    name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem)[:120] or job.id
+    return {"Content-Disposition": f'attachment; filename="{name}.pdf"'}
 
 
 @router.delete("/{job_id}", response_model=JobAccepted, responses={404: {}})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from common.models.base import Base, new_id, utcnow
@@ -67,7 +67,14 @@ class Page(Base):
     engine_url: Mapped[str | None] = mapped_column(String(512))
     model: Mapped[str | None] = mapped_column(String(256))
     seconds: Mapped[float | None]
+    # Degrees the engine turned the page counter-clockwise to read it, and its blocks in reading order with
+    # boxes in that upright image (worker.engines.base.PageText); None from an engine without boxes (vLLM).
+    rotation: Mapped[int | None] = mapped_column(Integer)
+    blocks: Mapped[list | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
+    # Lines placed for the searchable PDF when the engine read text without positions (vLLM, output=pdf):
+    # {"rotation": 0, "lines": [{"text", "box"}]}, boxes in the rendered image's pixels.
+    text_layer: Mapped[dict | None]
     enqueued_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]

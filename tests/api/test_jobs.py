@@ -24,7 +24,7 @@ def test_upload_png_is_read_by_the_worker(client, samples):
     assert body["status"] == "queued" and body["links"]["self"].endswith(body["id"])
 
     job = wait_for_job(client, body["id"])
-    assert job["status"] == "succeeded", job
+    assert job["status"] == "succeeded", (job.get("error"), job.get("page_errors"))
     assert (job["pages_total"], job["pages_done"], job["pages_failed"]) == (1, 1, 0)
     assert job["metadata"] == {"ref": 7}
     assert job["started_at"] and job["finished_at"] >= job["started_at"]
@@ -38,6 +38,11 @@ def test_upload_png_is_read_by_the_worker(client, samples):
     pages = client.get(f"/jobs/{body['id']}/result", params={"format": "json"}).json()["pages"]
     assert pages[0]["engine"] == "cpu" and pages[0]["model"].startswith("rapidocr")
     assert pages[0]["seconds"] > 0 and max(pages[0]["width"], pages[0]["height"]) == 1540
+    # The CPU engine's boxes: blocks in reading order, each line with its box in the upright page.
+    assert pages[0]["rotation"] == 0 and pages[0]["blocks"], pages[0]
+    block = pages[0]["blocks"][0]
+    assert set(block) == {"kind", "box", "lines"} and set(block["lines"][0]) == {"text", "box", "confidence"}
+    assert all(isinstance(v, int) for b in pages[0]["blocks"] for v in b["box"])
     text = client.get(f"/jobs/{body['id']}/result", params={"format": "text"})
     assert text.headers["content-type"].startswith("text/plain") and "LinnSequencer" in text.text
 

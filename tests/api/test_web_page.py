@@ -8,7 +8,10 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright
 
+from tests.support.pages import PARAGRAPHS, column_page
+from tests.support.pdf_checks import poppler_text
 from tests.support.stack import ROOT
+from tests.support.text import cer
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -59,12 +62,35 @@ def test_upload_a_scan_and_read_its_text(page, embedded_server, samples):
     with page.expect_download() as download:
         page.get_by_role("button", name="Download JSON of linn.png").click()
     assert '"pages"' in Path(download.value.path()).read_text()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download searchable PDF of linn.png").click()
+    assert download.value.suggested_filename == "linn.pdf"
+    assert "LinnSequencer" in poppler_text(Path(download.value.path()))
 
     storage = page.evaluate("() => [sessionStorage.getItem('ocrq.apiKey'), localStorage.length, document.cookie]")
     assert storage == [embedded_server.key, 0, ""]
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web.png"), full_page=True)
+
+
+def test_a_two_column_page_reads_in_order(page, embedded_server, tmp_path):
+    laid_out = column_page(2, header="Harbour Review, No. 12", footer="Page 3 of 9")
+    laid_out.image.save(tmp_path / "two-columns.png")
+    page.get_by_label("API key").fill(embedded_server.key)
+    page.get_by_label("choose files").set_input_files(str(tmp_path / "two-columns.png"))
+
+    result = page.get_by_label("Text of two-columns.png", exact=True)
+    result.locator("h1").wait_for(timeout=240_000)
+    # The title is a heading; each paragraph is one <p>, in the order of the columns, whole across a column break.
+    assert result.locator("h1").inner_text() == "The Northern Quay"
+    paragraphs = result.locator("p:not(.page-marker)").all_inner_texts()
+    assert paragraphs[0] == "Harbour Review, No. 12" and paragraphs[-1] == "Page 3 of 9"
+    assert len(paragraphs) == len(PARAGRAPHS) + 2
+    for shown, drawn in zip(paragraphs[1:-1], PARAGRAPHS, strict=True):
+        assert cer(drawn, shown) <= 0.02, shown
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "two-columns.png"), full_page=True)
 
 
 def test_a_refused_key_is_explained(page, samples):

@@ -116,7 +116,7 @@ def test_bad_input_is_refused_at_submit(a, b, source):
     response = post(b, input_prefix=f"s3://{source}/in/", output_prefix=out, source_profile="archive")
     assert response.json()["code"] == "unknown_source_profile"
     for body in ({"input_prefix": "http://x/y", "output_prefix": out},
-                 {"input_prefix": f"s3://{source}/in/", "output_prefix": out, "output": "pdf"},
+                 {"input_prefix": f"s3://{source}/in/", "output_prefix": out, "output": "docx"},
                  {"input_prefix": f"s3://{source}/in/", "output_prefix": out, "aws_secret_access_key": "x"}):
         assert post(a, **body).status_code == 422, body
     assert b.post("/batches", json={}, headers={"Authorization": "Bearer nope"}).status_code == 401

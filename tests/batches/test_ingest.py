@@ -22,6 +22,7 @@ from tests.batches.support import (
     new_bucket, read_manifest, read_object, upload, wait_for_batch, word_for, word_image, word_pdf,
 )
 from tests.conftest import KEY_A, make_settings
+from tests.support.pdf_checks import page_sizes, poppler_text, qpdf_check
 from tests.support.stack import Stack
 
 PNGS = 150
@@ -196,3 +197,19 @@ def test_ocrq_ingest_waits_with_a_progress_bar(stack, s3, capsys):
     assert f"manifest: s3://{bucket}/out/_manifest.jsonl" in screen.getvalue()
     assert "4/4 objects" in screen.getvalue()
     assert word_for(2) in read_object(out, f"s3://{bucket}/out/2.png.txt")
+
+
+def test_a_pdf_batch_writes_a_searchable_pdf_per_document(client, s3, tmp_path):
+    out = s3.client()
+    bucket = new_bucket(out)
+    upload(out, bucket, {"in/scan.png": word_image(word_for(7)), "in/two.pdf": two_page_pdf([word_for(8), word_for(9)])})
+    body = {"input_prefix": f"s3://{bucket}/in/", "output_prefix": f"s3://{bucket}/out/", "output": "pdf"}
+    batch = wait_for_batch(client, client.post("/batches", json=body).json()["id"], timeout=300)
+    assert (batch["status"], batch["succeeded"]) == ("completed", 2), batch
+    for key, words in (("scan.png", [word_for(7)]), ("two.pdf", [word_for(8), word_for(9)])):
+        path = tmp_path / f"{key}.pdf"
+        path.write_bytes(out.get_object(Bucket=bucket, Key=f"out/{key}.pdf")["Body"].read())
+        qpdf_check(path)
+        assert len(page_sizes(path)) == len(words)
+        for n, word in enumerate(words, start=1):
+            assert word in poppler_text(path, n)

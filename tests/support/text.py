@@ -13,13 +13,9 @@ def normalise(text: str) -> str:
 
 
 def levenshtein(a: str, b: str) -> int:
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i]
-        for j, cb in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        previous = current
-    return previous[-1]
+    from rapidfuzz.distance import Levenshtein
+
+    return Levenshtein.distance(a, b)
 
 
 def cer(reference: str, hypothesis: str) -> float:

@@ -30,7 +30,7 @@ def stored(s3, key: str) -> bool:
 
 
 def result_keys(job: Job) -> list[str]:
-    return [results.object_key(job.result_key, fmt) for fmt in results.FORMATS]
+    return [results.object_key(job.result_key, fmt) for fmt in results.TEXT_FORMATS]
 
 
 def backdate(stack, job_id: str, days: int) -> None:

@@ -26,11 +26,18 @@ class EngineOverloaded(EngineError):
 
 @dataclass(frozen=True)
 class PageText:
+    """One page read. `rotation` (0, 90, 180, 270) is how far the engine turned the image counter-clockwise
+    to read it upright; `blocks` are the page's blocks in reading order, boxes in pixels of that upright
+    image: [{"kind", "box": [x0, y0, x1, y1], "lines": [{"text", "box", "confidence"}]}]. Both are None
+    for an engine that gives no boxes (vLLM)."""
+
     text: str
     engine: str
     model: str
     seconds: float
     details: dict = field(default_factory=dict)
+    rotation: int | None = None
+    blocks: list[dict] | None = None
 
 
 class Engine(Protocol):

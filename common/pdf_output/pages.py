@@ -1,0 +1,39 @@
+"""From a job's page rows to what each page puts into the PDF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from common import results
+from common.documents.limits import Limits
+from common.models import Job, Page
+
+from .assemble import build_pdf
+from .placement import place_words
+from .text_layer import Line, PageLayer
+
+
+def layer_of(page: Page) -> PageLayer:
+    """The page's lines: the engine's own blocks (CPU), the detector's boxes (vLLM), or a page-level block."""
+    size = {"index": page.index, "width": page.width, "height": page.height}
+    if page.status != "succeeded":
+        return PageLayer(**size, error=page.error or f"page {page.index + 1} was not read")
+    read = results.page_json(page)
+    if read.get("blocks"):
+        lines = [line for block in read["blocks"] for line in block["lines"]]
+        return PageLayer(**size, rotation=read.get("rotation") or 0, lines=_lines(lines))
+    if page.text_layer:
+        return PageLayer(**size, rotation=page.text_layer.get("rotation") or 0, lines=_lines(page.text_layer["lines"]))
+    text = results.markdown_to_text(page.text or "")
+    return PageLayer(**size, lines=_lines({"text": t, "box": b} for t, b in
+                                          place_words(text, [], size=(page.width or 1, page.height or 1))))
+
+
+def _lines(rows) -> list[Line]:
+    return [Line(text=row["text"], box=tuple(int(v) for v in row["box"])) for row in rows if row.get("text")]
+
+
+def job_pdf(job: Job, pages: list[Page], *, source: Path, limits: Limits) -> bytes:
+    """The job's searchable PDF: every page it read, in document order, failed ones without text."""
+    layers = [layer_of(page) for page in sorted(pages, key=lambda p: p.index)]
+    return build_pdf(source, layers, limits=limits, title=job.filename)

@@ -1,0 +1,52 @@
+"""A job's searchable PDF for the API: the stored one of a job that asked for it, else built on demand."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from botocore.exceptions import ClientError
+from sqlalchemy.orm import Session
+
+from common import results
+from common.documents import DocumentRejected
+from common.models import Job
+from common.pdf_output import job_pdf
+from common.s3_profiles import profile_client
+from common.services.jobs import Rejected, Services, pages_of
+from common.storage import ObjectMissing, download_object, parse_s3_uri
+
+
+def stored_key(job: Job) -> str | None:
+    """Where the worker put the job's PDF: only jobs submitted with output=pdf have one."""
+    return results.object_key(job.result_key, "pdf") if job.result_key and job.output == "pdf" else None
+
+
+def build_on_demand(svc: Services, session: Session, *, job: Job) -> bytes:
+    """The PDF of a job that asked for another format, built now from its source and its pages."""
+    with tempfile.TemporaryDirectory(prefix="ocrq-pdf-") as tmp:
+        source = Path(tmp) / "source"
+        try:
+            _download_source(svc, job, source)
+        except (ObjectMissing, ClientError, OSError) as exc:
+            raise Rejected(409, "the PDF cannot be built: the source document is no longer stored; "
+                                "submit it again with output=pdf", code="source_gone") from exc
+        try:
+            return job_pdf(job, pages_of(session, job_id=job.id), source=source, limits=svc.limits)
+        except DocumentRejected as exc:
+            raise Rejected(422, f"the PDF cannot be built: {exc}", code="pdf_failed") from exc
+
+
+def _download_source(svc: Services, job: Job, dest: Path) -> None:
+    if job.source_expired_at:
+        raise ObjectMissing(job.source_key or job.source_uri)
+    if job.source_key:
+        svc.storage.download(job.source_key, dest)
+        return
+    if job.source_kind != "s3":
+        raise ObjectMissing(job.source_uri)
+    client = profile_client(svc.settings, job.source_profile) if job.source_profile else svc.s3
+    if client is None:
+        raise ObjectMissing(job.source_uri)
+    bucket, key = parse_s3_uri(job.source_uri)
+    download_object(client, bucket, key, dest)

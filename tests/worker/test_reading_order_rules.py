@@ -1,0 +1,66 @@
+"""Reading order and markdown rules on line boxes alone (no OCR): columns, tables, lists, hyphens, skew."""
+
+from __future__ import annotations
+
+import math
+
+from worker.engines.reading_order import join_lines, lines_from_quads, order_blocks, to_markdown
+
+
+def _page(rows: list[tuple[str, int, int, int, int]], *, degrees: float = 0.0):
+    """Lines from (text, x0, y0, x1, y1) boxes, turned by `degrees` about the origin as a tilted scan is."""
+    a = math.radians(degrees)
+    quads = []
+    for _, x0, y0, x1, y1 in rows:
+        corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
+        quads.append([(x * math.cos(a) - y * math.sin(a) + 200, x * math.sin(a) + y * math.cos(a)) for x, y in corners])
+    return lines_from_quads(quads, [r[0] for r in rows], [0.9] * len(rows))
+
+
+def _two_columns() -> list[tuple[str, int, int, int, int]]:
+    rows = [("A Title Across", 100, 150, 900, 200)]
+    for i in range(8):
+        rows.append((f"left line {i} of a column of text", 100, 250 + 32 * i, 480, 275 + 32 * i))
+        rows.append((f"right line {i} of a column of text", 530, 250 + 32 * i, 900, 275 + 32 * i))
+    return rows
+
+
+def test_columns_read_top_to_bottom_then_left_to_right():
+    for degrees in (0.0, 2.5, -3.0):
+        blocks = order_blocks(_page(_two_columns(), degrees=degrees), height=1650)
+        texts = [line.text for block in blocks for line in block.lines]
+        assert texts == (["A Title Across"] + [f"left line {i} of a column of text" for i in range(8)]
+                         + [f"right line {i} of a column of text" for i in range(8)]), degrees
+        # The left column's last line ends mid-sentence: its paragraph goes on at the head of the right one.
+        assert [b.kind for b in blocks] == ["title", "text"], degrees
+
+
+def test_table_keeps_rows_and_header_footer_stay_apart():
+    rows = [("Report 7", 100, 40, 300, 60), ("Item", 100, 300, 200, 325), ("Price", 600, 300, 700, 325)]
+    rows += [("Rope", 100, 340, 200, 365), ("12.50", 600, 340, 700, 365)]
+    rows += [("Nails", 100, 380, 200, 405), ("3.10", 600, 380, 700, 405), ("1", 500, 1600, 520, 1620)]
+    blocks = order_blocks(_page(rows), height=1650)
+    assert [b.kind for b in blocks] == ["header", "table", "footer"]
+    assert to_markdown(blocks) == ("Report 7\n\n<table><tr><td>Item</td><td>Price</td></tr><tr><td>Rope</td>"
+                                   "<td>12.50</td></tr><tr><td>Nails</td><td>3.10</td></tr></table>\n\n1")
+
+
+def test_list_items_and_paragraphs():
+    rows = [("Take these steps before you start the engine", 100, 300, 900, 325),
+            ("• check the oil level", 100, 340, 500, 365), ("• open the fuel valve and wait", 100, 380, 600, 405),
+            ("  a few seconds", 130, 420, 400, 445)]
+    markdown = to_markdown(order_blocks(_page(rows), height=1650))
+    assert markdown == ("Take these steps before you start the engine\n\n- check the oil level\n"
+                        "- open the fuel valve and wait a few seconds")
+
+
+def test_join_lines():
+    assert join_lines(["the harbour was dred-", "ged twice", "a year"]) == "the harbour was dredged twice a year"
+    assert join_lines(["forty-", "Two"]) == "forty- Two"  # a capital after the hyphen: not one word
+    assert join_lines(["港口管理局在那年", "春天开放了北码头。"]) == "港口管理局在那年春天开放了北码头。"
+
+
+def test_a_page_of_many_lines():
+    rows = [(f"entry {i} of a long register of names", 100, 10 + 12 * i, 600, 20 + 12 * i) for i in range(1500)]
+    blocks = order_blocks(_page(rows), height=18_100)
+    assert [line.text for block in blocks for line in block.lines] == [r[0] for r in rows]

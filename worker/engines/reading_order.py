@@ -1,0 +1,313 @@
+"""Reading order and structure from an OCR engine's line boxes alone: a recursive XY-cut, then blocks.
+
+The page is cut, at each step, at its widest empty band across the whole region: a gutter between
+columns (vertical cut: left before right) or a gap between rows (horizontal cut: top before bottom).
+A title that spans the columns blocks every gutter above the body, so it is cut off first; then the
+body splits into columns, each read top to bottom. Consecutive lines of one column with the pitch of
+a paragraph form a block; blocks get a kind from their place and their type size.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+
+_BULLET = re.compile(r"^\s*([•·‣▪◦●○■□–—*-]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+\S")
+_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
+_HYPHENS = "-\u2010\u00ad"
+_ENDS_SENTENCE = re.compile(r"[.!?:;。！？：；」』”\"')]\s*$")
+
+
+@dataclass
+class Line:
+    text: str
+    box: tuple[int, int, int, int]  # axis-aligned, pixels of the upright image
+    confidence: float
+    key: tuple[float, float, float, float] = (0, 0, 0, 0)  # the same box with the page's skew taken out
+
+    @property
+    def height(self) -> float:
+        return self.key[3] - self.key[1]
+
+
+@dataclass
+class Block:
+    kind: str
+    lines: list[Line] = field(default_factory=list)
+    rows: list[list[Line]] | None = None  # a table's cells, row by row
+
+    @property
+    def box(self) -> list[int]:
+        boxes = [line.box for line in self.lines]
+        return [min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes)]
+
+    def as_json(self) -> dict:
+        return {"kind": self.kind, "box": self.box,
+                "lines": [{"text": ln.text, "box": list(ln.box), "confidence": round(ln.confidence, 4)}
+                          for ln in self.lines]}
+
+
+def lines_from_quads(quads, texts, scores) -> list[Line]:
+    """Lines from quadrilaterals (4 corner points, clockwise from top-left), with the page's skew measured
+    on the long lines and taken out of their ordering keys, so a tilted scan still shows its gutters."""
+    angles = []
+    for q in quads:
+        dx, dy = q[1][0] - q[0][0], q[1][1] - q[0][1]
+        if dx > 3 * abs(q[3][1] - q[0][1]):
+            angles.append(math.atan2(dy, dx))
+    skew = statistics.median(angles) if angles else 0.0
+    cos, sin = math.cos(-skew), math.sin(-skew)
+    # Turned about the middle of the text, so lines near the page's edges stay near them.
+    cx = statistics.fmean(p[0] for q in quads for p in q) if quads else 0.0
+    cy = statistics.fmean(p[1] for q in quads for p in q) if quads else 0.0
+    lines = []
+    for q, text, score in zip(quads, texts, scores, strict=True):
+        xs, ys = [p[0] for p in q], [p[1] for p in q]
+        box = (int(min(xs)), int(min(ys)), math.ceil(max(xs)), math.ceil(max(ys)))
+        rx = [cx + (x - cx) * cos - (y - cy) * sin for x, y in q]
+        ry = [cy + (x - cx) * sin + (y - cy) * cos for x, y in q]
+        lines.append(Line(text=text, box=box, confidence=float(score), key=(min(rx), min(ry), max(rx), max(ry))))
+    return lines
+
+
+def order_blocks(lines: list[Line], *, height: int) -> list[Block]:
+    """The page's blocks in reading order: headers first, then the body, footers last.
+
+    Lines of body size wholly in the top or bottom 7 % of the page are its headers and footers; they are
+    ordered apart, so a running head never becomes part of a column.
+    """
+    if not lines:
+        return []
+    unit = statistics.median(line.height for line in lines)
+    top, bottom = 0.07 * height, 0.93 * height
+    small = [ln for ln in lines if ln.height <= 1.2 * unit]
+    heads = [ln for ln in small if ln.key[3] <= top]
+    feet = [ln for ln in small if ln.key[1] >= bottom]
+    apart = {id(ln) for ln in heads + feet}
+    body = [ln for ln in lines if id(ln) not in apart]
+    headers, footers = _group(_xy_cut(heads, unit), unit), _group(_xy_cut(feet, unit), unit)
+    for block in headers:
+        block.kind = "header"
+    for block in footers:
+        block.kind = "footer"
+    blocks = _group(_xy_cut(body, unit), unit)
+    for block in blocks:
+        if block.kind == "text" and len(block.lines) <= 3 and _block_height(block) >= 1.35 * unit:
+            block.kind = "title"
+    return headers + _rejoin_columns(blocks) + footers
+
+
+def _rejoin_columns(blocks: list[Block]) -> list[Block]:
+    """A paragraph that runs off the foot of a column into the head of the next is one paragraph."""
+    out: list[Block] = []
+    for block in blocks:
+        prev = out[-1] if out else None
+        if (prev is not None and prev.kind == block.kind == "text" and not _ENDS_SENTENCE.search(prev.lines[-1].text)
+                and block.lines[0].key[1] < prev.lines[-1].key[1] and block.lines[0].key[0] > prev.lines[-1].key[0]
+                and abs(_block_height(prev) - _block_height(block)) < 0.2 * _block_height(prev)):
+            prev.lines.extend(block.lines)
+        else:
+            out.append(block)
+    return out
+
+
+def _xy_cut(lines: list[Line], unit: float) -> list[Line | Block]:
+    """Lines in reading order; a table found on the way comes whole, as a block of rows."""
+    out: list[Line | Block] = []
+    pending = [lines]  # a stack of regions, the next to read on top (no recursion: a page may have 1,000 lines)
+    while pending:
+        region = pending.pop()
+        parts = _cut(region, unit)
+        if isinstance(parts, tuple):
+            pending += [parts[1], parts[0]]
+        else:
+            out += parts
+    return out
+
+
+def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list[Line | Block]:
+    """The region cut in two at its widest empty band (first, then the rest), or what it reads as whole."""
+    if len(lines) <= 1:
+        return list(lines)
+    # Boxes of neighbouring lines often touch; shrink them a little so the gap between rows shows.
+    rows = _gaps([(ln.key[1] + min(0.15 * unit, 0.25 * ln.height), ln.key[3] - min(0.15 * unit, 0.25 * ln.height))
+                  for ln in lines])
+    cols = _gaps([(ln.key[0], ln.key[2]) for ln in lines])
+    row, col = _widest(rows), _widest(cols)
+    # A gutter narrower than half a line's height is more likely a wide space between words (linn.png's
+    # gutter is one line high).
+    if col is not None and col[1] - col[0] < 0.5 * unit:
+        col = None
+    if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]):
+        cut = (col[0] + col[1]) / 2
+        if _is_table(lines, cut, unit):
+            rows_of_cells = _rows(lines, unit)
+            return [Block("table", [ln for row in rows_of_cells for ln in row], rows=rows_of_cells)]
+        first = [ln for ln in lines if (ln.key[0] + ln.key[2]) / 2 < cut]
+    elif row is not None:
+        cut = (row[0] + row[1]) / 2
+        first = [ln for ln in lines if (ln.key[1] + ln.key[3]) / 2 < cut]
+    else:
+        first = []
+    if not first or len(first) == len(lines):
+        return sorted(lines, key=lambda ln: (ln.key[1], ln.key[0]))
+    taken = {id(ln) for ln in first}
+    return first, [ln for ln in lines if id(ln) not in taken]
+
+
+def _widest(gaps: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """The widest gap; of gaps as wide within a pixel, the middle one, so that a column of evenly spaced
+    lines is halved rather than peeled one line at a time."""
+    if not gaps:
+        return None
+    width = max(hi - lo for lo, hi in gaps)
+    ties = [g for g in gaps if g[1] - g[0] >= width - 1.0]
+    return ties[len(ties) // 2]
+
+
+def _gaps(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Empty intervals between the union of spans."""
+    gaps, end = [], None
+    for lo, hi in sorted(spans):
+        if end is not None and lo > end:
+            gaps.append((end, lo))
+        end = hi if end is None else max(end, hi)
+    return gaps
+
+
+def _is_table(lines: list[Line], cut: float, unit: float) -> bool:
+    """Short cells on both sides of a gutter whose rows line up: a table, read row by row."""
+    left = [ln for ln in lines if (ln.key[0] + ln.key[2]) / 2 < cut]
+    right = [ln for ln in lines if (ln.key[0] + ln.key[2]) / 2 >= cut]
+    if len(left) < 2 or len(right) < 2:
+        return False
+    if statistics.median(len(ln.text) for ln in lines) > 16:
+        return False
+    centres = [(ln.key[1] + ln.key[3]) / 2 for ln in right]
+    paired = sum(any(abs((ln.key[1] + ln.key[3]) / 2 - c) < 0.5 * unit for c in centres) for ln in left)
+    return paired >= 0.6 * min(len(left), len(right))
+
+
+def _rows(lines: list[Line], unit: float) -> list[list[Line]]:
+    ordered: list[list[Line]] = []
+    for ln in sorted(lines, key=lambda ln: (ln.key[1] + ln.key[3]) / 2):
+        centre = (ln.key[1] + ln.key[3]) / 2
+        if ordered and abs(centre - _centre(ordered[-1])) < 0.5 * unit:
+            ordered[-1].append(ln)
+        else:
+            ordered.append([ln])
+    for row in ordered:
+        row.sort(key=lambda ln: ln.key[0])
+    return ordered
+
+
+def _centre(row: list[Line]) -> float:
+    return statistics.mean((ln.key[1] + ln.key[3]) / 2 for ln in row)
+
+
+def _group(ordered: list[Line | Block], unit: float) -> list[Block]:
+    """Consecutive lines of one column at a paragraph's pitch and type size become one block."""
+    blocks: list[Block] = []
+    for line in ordered:
+        if isinstance(line, Block):
+            blocks.append(line)
+            continue
+        block = blocks[-1] if blocks and blocks[-1].kind != "table" else None
+        bullet = bool(_BULLET.match(line.text))
+        if block is not None and _continues(block.lines[-1], line, unit):
+            indent = line.key[0] - block.lines[-1].key[0]
+            if block.kind == "list" and not bullet:
+                # An item goes on in lines indented under its text; a line back at the bullet's edge does not.
+                start = next(ln for ln in reversed(block.lines) if _BULLET.match(ln.text))
+                if line.key[0] > start.key[0] + 0.3 * unit:
+                    block.lines.append(line)
+                    continue
+            elif block.kind == "list" or not bullet and indent < 0.5 * unit:
+                # A first line indented by half a line's height or more starts a new paragraph.
+                block.lines.append(line)
+                continue
+        blocks.append(Block("list" if bullet else "text", [line]))
+    return blocks
+
+
+def _continues(prev: Line, line: Line, unit: float) -> bool:
+    px0, _, px1, py1 = prev.key
+    x0, y0, x1, _ = line.key
+    small, large = sorted((prev.height, line.height))
+    if large > 1.45 * small:  # descenders alone make one line up to a third taller than the next
+        return False
+    gap = y0 - py1
+    if gap < -0.5 * small or gap > 0.9 * large:
+        return False
+    overlap = min(px1, x1) - max(px0, x0)
+    return overlap > 0.3 * min(px1 - px0, x1 - x0)
+
+
+def _key_box(lines: list[Line]) -> tuple[float, float, float, float]:
+    return (min(ln.key[0] for ln in lines), min(ln.key[1] for ln in lines),
+            max(ln.key[2] for ln in lines), max(ln.key[3] for ln in lines))
+
+
+def _block_height(block: Block) -> float:
+    return statistics.median(ln.height for ln in block.lines)
+
+
+# --- markdown ---------------------------------------------------------------------------------
+
+
+def join_lines(texts: list[str]) -> str:
+    """One paragraph from its lines: a word broken by a hyphen at a line's end is made whole, CJK lines
+    join without a space."""
+    out = ""
+    for text in (t.strip() for t in texts):
+        if not text:
+            continue
+        if not out:
+            out = text
+        elif out[-1] in _HYPHENS and len(out) > 1 and out[-2].isalpha() and text[0].islower():
+            out = out[:-1] + text
+        elif _CJK.match(out[-1]) and _CJK.match(text[0]):
+            out += text
+        else:
+            out += " " + text
+    return out
+
+
+def to_markdown(blocks: list[Block]) -> str:
+    """Markdown that keeps the structure: titles as headings, paragraphs whole, list items, table rows."""
+    parts = []
+    first_title = next((b for b in blocks if b.kind == "title"), None)
+    for block in blocks:
+        texts = [ln.text for ln in block.lines]
+        if block.kind == "title":
+            # The page's first title is its heading; later ones are sections under it.
+            parts.append(f"{'#' if block is first_title else '##'} {join_lines(texts)}")
+        elif block.kind == "list":
+            parts.append("\n".join(f"- {_BULLET_MARK.sub('', item, count=1)}" for item in _items(texts)))
+        elif block.kind == "table":
+            parts.append(_table(block))
+        else:
+            parts.append(join_lines(texts))
+    return "\n\n".join(p for p in parts if p)
+
+
+_BULLET_MARK = re.compile(r"^\s*[•·‣▪◦●○■□–—*-]\s+")
+
+
+def _items(texts: list[str]) -> list[str]:
+    items: list[list[str]] = []
+    for text in texts:
+        if _BULLET.match(text) or not items:
+            items.append([text])
+        else:
+            items[-1].append(text)
+    return [join_lines(item) for item in items]
+
+
+def _table(block: Block) -> str:
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(ln.text)}</td>" for ln in row) + "</tr>"
+                   for row in block.rows or [block.lines])
+    return f"<table>{body}</table>"
