@@ -12,9 +12,9 @@ from common import results
 from common.documents import DocumentRejected
 from common.models import Job
 from common.pdf_output import job_pdf
-from common.s3_profiles import profile_client
+from common.s3_grants import NotGranted, S3Location
 from common.services.jobs import Rejected, Services, pages_of
-from common.storage import ObjectMissing, download_object, parse_s3_uri
+from common.storage import ObjectMissing, download_object
 
 
 def stored_key(job: Job) -> str | None:
@@ -28,7 +28,7 @@ def build_on_demand(svc: Services, session: Session, *, job: Job) -> bytes:
         source = Path(tmp) / "source"
         try:
             _download_source(svc, job, source)
-        except (ObjectMissing, ClientError, OSError) as exc:
+        except (ObjectMissing, ClientError, NotGranted, OSError) as exc:
             raise Rejected(409, "the PDF cannot be built: the source document is no longer stored; "
                                 "submit it again with output=pdf", code="source_gone") from exc
         try:
@@ -45,8 +45,6 @@ def _download_source(svc: Services, job: Job, dest: Path) -> None:
         return
     if job.source_kind != "s3":
         raise ObjectMissing(job.source_uri)
-    client = profile_client(svc.settings, job.source_profile) if job.source_profile else svc.s3
-    if client is None:
-        raise ObjectMissing(job.source_uri)
-    bucket, key = parse_s3_uri(job.source_uri)
-    download_object(client, bucket, key, dest)
+    location = S3Location.parse(job.source_uri)
+    client = svc.s3_clients.granted(tenant_id=job.tenant_id, access=[("read", location)], profile=job.source_profile)
+    download_object(client, location.bucket, location.key, dest)
