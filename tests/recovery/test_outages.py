@@ -15,7 +15,7 @@ from common.models import Page
 from tests.batches.support import word_for, word_image
 from tests.conftest import KEY_A, make_settings
 from tests.support.servers import PostgresServer, RedisServer
-from tests.support.stack import Stack, wait_for_job
+from tests.support.stack import TERMINAL, Stack, wait_until
 
 TIMERS = {"stale_requeue_after_s": 3, "sweep_interval_s": 2, "outage_retry_after_s": 2, "engine_outage_retry_s": 1,
           "idempotency_wait_s": 0.5}
@@ -63,6 +63,14 @@ def test_unreachable_dependencies_answer_503_and_readyz_names_them(private, tmp_
         assert set(other.get("/readyz").json()["down"]) == {"broker", "storage"}
 
 
+def finished(client, job_id: str) -> dict | None:
+    """The job once it has finished; None meanwhile, and while the database is still coming back (503)."""
+    response = client.get(f"/jobs/{job_id}")
+    assert response.status_code in (200, 503), response.text
+    body = response.json()
+    return body if response.status_code == 200 and body["status"] in TERMINAL else None
+
+
 def run_through(stack, outage, *, jobs: int) -> list[int]:
     """Submit jobs from a thread while `outage` runs; every answer is 202 or 503, and every job finishes."""
     client, accepted, statuses = stack.client(KEY_A), [], []
@@ -89,7 +97,7 @@ def run_through(stack, outage, *, jobs: int) -> list[int]:
     assert set(statuses) <= {202, 503}, statuses
     assert len(accepted) == jobs, statuses
     for word, job_id in accepted:
-        body = wait_for_job(client, job_id, timeout=90)
+        body = wait_until(lambda job_id=job_id: finished(client, job_id), timeout=90, what=f"job {job_id} finished")
         assert body["status"] == "succeeded", body
         assert word in client.get(f"/jobs/{job_id}/result").text
     with stack.services.db.session() as session:
