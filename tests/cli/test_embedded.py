@@ -60,14 +60,13 @@ def test_serve_then_submit_and_poll(tmp_path, samples):
         assert cli.returncode == 0, cli.stderr
         assert len(cli.stdout.split()) > 20
         assert "pages" in cli.stderr  # the progress bar
-    receiver.shutdown()
-
         pdf = tmp_path / "linn.pdf"
         cli = subprocess.run([sys.executable, "-m", "cli.main", "result", job_id, "--format", "pdf", "--out", str(pdf)],
                              check=False, cwd=ROOT, env=server.env | {"OCRQ_URL": server.url}, capture_output=True,
                              timeout=120)
         assert cli.returncode == 0, cli.stderr
         assert pdf.read_bytes().startswith(b"%PDF-") and "LinnSequencer" in poppler_text(pdf)
+    receiver.shutdown()
 
 
 def test_cli_reports_an_unreachable_server_and_a_wrong_key(tmp_path, samples, embedded_server):
