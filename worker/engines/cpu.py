@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from celery.exceptions import SoftTimeLimitExceeded
 from PIL import Image
 
 from worker.engines import reading_order
@@ -47,6 +48,8 @@ class CpuEngine:
             if rotation and _weight(lines) < 0.5 * _weight(upright := self._lines(array)):
                 # The classifier saw a turned page that reads far better as it came: keep it as it came.
                 rotation, lines = 0, upright
+        except SoftTimeLimitExceeded:
+            raise  # the task's time is up: its handler fails the page with that reason
         except Exception as exc:  # onnxruntime raises plain RuntimeError/ValueError on odd inputs
             return EngineError(f"rapidocr failed: {exc}", kind="engine")
         read = time.perf_counter()
