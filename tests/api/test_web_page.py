@@ -203,8 +203,9 @@ def test_swagger_ui_and_redoc_work_offline(browser, embedded_server):
     page.goto(embedded_server.url + "/redoc")
     page.get_by_role("heading", name="Create Job").first.wait_for(timeout=30_000)
     page.close()
-    # ReDoc's own "powered by" badge is the one thing it fetches from outside; offline it just does not show.
-    assert left == ["https://cdn.redoc.ly/redoc/logo-mini.svg"]
+    # ReDoc's own "powered by" badge is the one thing it may fetch from outside (whether it has asked by the time
+    # the heading shows varies); offline it just does not show.
+    assert set(left) <= {"https://cdn.redoc.ly/redoc/logo-mini.svg"}, left
     icon = httpx.get(embedded_server.url + "/favicon.ico")
     assert icon.status_code == 200 and icon.headers["content-type"] == "image/x-icon"
     assert icon.content[:4] == b"\x00\x00\x01\x00"

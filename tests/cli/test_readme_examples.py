@@ -19,6 +19,8 @@ ELSEWHERE = {
     "Several engines on one GPU, one copy of the weights": "needs a GPU",
     "Priority lanes": "needs vLLM engines; tests/worker/test_priority_lanes.py runs the lanes on the CPU",
     "Bulk S3 ingestion": "needs S3 buckets; tests/batches run the same requests against SeaweedFS",
+    "Searchable PDF": "needs a finished job's id; tests/cli/test_embedded.py runs `ocrq result --format pdf` "
+                      "against ocrq serve, and tests/worker/test_pdf_results.py the API",
     "Security model": "a grant written in settings; tests/tenancy/test_s3_grants.py runs grants of that shape",
 }
 
