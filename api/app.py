@@ -18,14 +18,14 @@ from common.s3_grants import S3Clients
 from common.services import keys
 from common.services.jobs import Services
 from common.settings import Settings, get_settings
-from common.storage import make_storage, s3_client
+from common.storage import make_storage
 from worker.celery_app import create_celery
 
 
 def build_services(settings: Settings) -> Services:
     return Services(
         settings=settings, db=Database(settings.resolved_database_url), storage=make_storage(settings),
-        celery=create_celery(settings), s3=s3_client(settings), limiter=make_rate_limiter(settings),
+        celery=create_celery(settings), limiter=make_rate_limiter(settings),
         s3_clients=S3Clients(settings),
     )
 

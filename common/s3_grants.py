@@ -77,12 +77,6 @@ def is_valid_bucket(name: str) -> bool:
     return bool(_BUCKET.match(name)) and ".." not in name and not _IP_LIKE.match(name)
 
 
-def storage_bucket(settings: Settings) -> str | None:
-    """The bucket of the service's own storage, or None when it is a local folder."""
-    parsed = urlparse(settings.resolved_storage_url)
-    return parsed.netloc.lower() if parsed.scheme == "s3" else None
-
-
 def _covers(entry: str, location: S3Location) -> bool:
     """A grant entry is `bucket-pattern[/key-prefix]`: a shell pattern on the bucket, a literal key prefix."""
     pattern, _, prefix = entry.partition("/")
@@ -109,7 +103,7 @@ def grant_for(settings: Settings, *, tenant_id: str, access: list[tuple[Mode, S3
     Raises UnknownProfile for a named profile the tenant may not use, NotGranted otherwise.
     """
     check_profile(settings, tenant_id=tenant_id, name=profile)
-    forbidden = storage_bucket(settings)
+    forbidden = settings.storage_bucket
     for mode, location in access:
         if location.bucket == forbidden:
             raise NotGranted(mode, location.uri)

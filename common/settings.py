@@ -214,12 +214,17 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _storage_bucket_never_granted(self) -> Settings:
-        parsed = urlparse(self.resolved_storage_url)
-        bucket = parsed.netloc.lower() if parsed.scheme == "s3" else None
+        bucket = self.storage_bucket
         for name, profile in self.s3_source_profiles.items():
             if any(entry.partition("/")[0].lower() == bucket for entry in profile.read + profile.write):
                 raise ValueError(f"S3 grant {name!r} names the storage bucket {bucket!r}; it can never be granted")
         return self
+
+    @property
+    def storage_bucket(self) -> str | None:
+        """The bucket of the service's own storage, or None when it is a local folder."""
+        parsed = urlparse(self.resolved_storage_url)
+        return parsed.netloc.lower() if parsed.scheme == "s3" else None
 
     @property
     def resolved_database_url(self) -> str:

@@ -64,7 +64,6 @@ class Services:
     db: Database
     storage: Storage
     celery: Celery
-    s3: object | None = None
     limiter: RateLimiter = field(default_factory=NoLimit)
     s3_clients: S3Clients | None = None
 
