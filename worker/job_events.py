@@ -52,15 +52,20 @@ def _store_pdf(ctx: WorkerContext, *, job: Job, pages: list[Page], key: str) -> 
     except (DocumentRejected, ObjectMissing, OSError) as exc:
         reason = f"the searchable PDF could not be built: {public_reason(exc)}"
         log.warning("%s (%r)", reason, exc)
-        with ctx.db.session() as session:
-            failed = job_states.fail_job(session, job_id=job.id, reason=reason)
-            delivery_id = failed and webhooks.record_job_ended(session, settings=ctx.settings, job_id=job.id)
-        webhooks.publish_recorded(ctx.app, ctx.settings, delivery_id)
-        if failed:
-            job_finished(ctx, job_id=job.id, status="failed")
+        fail_job(ctx, job_id=job.id, reason=reason)
         return False
     ctx.storage.put(key, body, content_type=results.MEDIA_TYPES["pdf"])
     return True
+
+
+def fail_job(ctx: WorkerContext, *, job_id: str, reason: str) -> None:
+    """Fail a job not yet ended, its webhook event in the same commit; then the once-only follow-up."""
+    with ctx.db.session() as session:
+        failed = job_states.fail_job(session, job_id=job_id, reason=reason)
+        delivery_id = failed and webhooks.record_job_ended(session, settings=ctx.settings, job_id=job_id)
+    webhooks.publish_recorded(ctx.app, ctx.settings, delivery_id)
+    if failed:
+        job_finished(ctx, job_id=job_id, status="failed")
 
 
 def public_reason(exc: Exception) -> str:

@@ -22,7 +22,7 @@ from common.storage import ObjectMissing
 from worker import dispatch, routing, tenant_cap
 from worker.context import WorkerContext
 from worker.engines.base import EngineError, PageText
-from worker.job_events import job_finished, public_reason, store_large_result
+from worker.job_events import fail_job, job_finished, public_reason, store_large_result
 
 log = logging.getLogger("ocrq.pipeline")
 
@@ -52,12 +52,7 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
     except (DocumentRejected, PageRangeError, ObjectMissing, FetchError, NotGranted, OSError, ValueError) as exc:
         reason = public_reason(exc)
         log.warning("job rejected: %s (%r)", reason, exc)
-        with ctx.db.session() as session:
-            failed = job_states.fail_job(session, job_id=job_id, reason=reason)
-            delivery_id = failed and webhooks.record_job_ended(session, settings=ctx.settings, job_id=job_id)
-        webhooks.publish_recorded(ctx.app, ctx.settings, delivery_id)
-        if failed:
-            job_finished(ctx, job_id=job_id, status="failed")
+        fail_job(ctx, job_id=job_id, reason=reason)
         return
     with ctx.db.session() as session:
         # The expected rendered size routes GPU pages to a size bucket; rendering overwrites it.
