@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from api.errors import problem
 
 
 class BodyTooLarge(Exception):
@@ -21,7 +21,7 @@ class BodySizeLimit:
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         if length and length.isdigit() and int(length) > self.max_bytes:
-            return await self._reject(send)
+            return await self._reject(scope, receive, send)
         seen = 0
         started = False
 
@@ -43,10 +43,8 @@ class BodySizeLimit:
             await self.app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await self._reject(send)
+                await self._reject(scope, receive, send)
 
-    async def _reject(self, send) -> None:
-        body = json.dumps({"code": "too_large", "detail": f"request body is larger than {self.max_bytes} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+    async def _reject(self, scope, receive, send) -> None:
+        response = problem(413, f"request body is larger than {self.max_bytes} bytes", code="too_large")
+        await response(scope, receive, send)
