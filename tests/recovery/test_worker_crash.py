@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
 import uuid
 
 import pytest
+from PIL import Image, ImageDraw, ImageFont
 from sqlalchemy import select
 
 from common.models import Lease, Page, WebhookDelivery
 from common.models.base import utcnow
 from tests.batches.support import word_image
+from tests.common.hostile import FONT_LATIN
 from tests.conftest import KEY_A, make_settings
 from tests.support import webhook_receiver
 from tests.support.stack import Stack, wait_for_job, wait_until
 from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues
+
+def dense_page(word: str, lines: int = 40) -> bytes:
+    image = Image.new("RGB", (900, 1200), "white")
+    draw, font = ImageDraw.Draw(image), ImageFont.truetype(FONT_LATIN, 20)
+    for n in range(lines):
+        draw.text((20, 20 + n * 29), f"{word} line {n} of a page the engine reads for a while", font=font, fill="black")
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()
+
 
 TIMERS = {"stale_requeue_after_s": 3, "sweep_interval_s": 2, "webhook_retry_schedule_s": [0, 0.5, 1]}
 
@@ -75,7 +88,8 @@ def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_m
         # Both run the schedule; the doomed one holds 4 messages (1 running, 3 prefetched), the survivor 1.
         doomed = stack.start_worker("--beat", extra_env={"OCRQ_WORKER_PREFETCH_MULTIPLIER": "4"})
         stack.start_worker("--beat")
-        jobs = [client.post("/jobs", files={"file": (f"hb{n}.png", word_image(f"beat{n}"))},
+        # Pages of 40 lines take the engine seconds each, so the doomed worker holds its four for a while.
+        jobs = [client.post("/jobs", files={"file": (f"hb{n}.png", dense_page(f"beat{n}"))},
                             data={"output": "text"}).json()["id"] for n in range(8)]
 
         def doomed_holds() -> tuple[Lease, set[str]] | None:
