@@ -10,16 +10,15 @@ from fastapi.openapi.utils import get_openapi
 from api import errors
 from api.body_limit import BodySizeLimit
 from api.metrics import ApiMetrics
-from api.routers import batches, health, jobs
-from api.routers import docs, metrics, web, webhooks
+from api.routers import batches, docs, health, jobs, metrics, web, webhooks
 from common.db import Database
-from common.rate_limit import make_rate_limiter
-from common.s3_grants import S3Clients
-from common.services import keys
-from common.services.jobs import Services
+from common.queue.app import create_celery
+from common.services import Services
 from common.settings import Settings, get_settings
 from common.storage import make_storage
-from worker.celery_app import create_celery
+from common.tenancy import keys
+from common.tenancy.rate_limit import make_rate_limiter
+from common.tenancy.s3_grants import S3Clients
 
 
 def build_services(settings: Settings) -> Services:

@@ -8,18 +8,13 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from sqlalchemy.orm import Session
 
-from common.rate_limit import retry_after_header
-from common.services import keys
-from common.services.jobs import Services
-from common.settings import Settings
+from common.services import Services
+from common.tenancy import keys
+from common.tenancy.rate_limit import retry_after_header
 
 
 def get_services(request: Request) -> Services:
     return request.app.state.services
-
-
-def get_settings_dep(request: Request) -> Settings:
-    return request.app.state.services.settings
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -28,7 +23,6 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
-SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 SessionDep = Annotated[Session, Depends(get_session)]
 
 

@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 
 from api.uploads import validation_message
 from common import outages
-from common.services.jobs import NotFound, Rejected
+from common.errors import NotFound, Rejected
 
 log = logging.getLogger("ocrq.api")
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Header
 from fastapi.responses import JSONResponse
 
-from common.services.idempotency import MAX_KEY_LENGTH, Stored
+from common.tenancy.idempotency import MAX_KEY_LENGTH, Stored
 
 IdempotencyKeyHeader = Annotated[str | None, Header(
     alias="Idempotency-Key", min_length=1, max_length=MAX_KEY_LENGTH,

@@ -14,17 +14,16 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import func, select
 
-from common.engine_lanes import configured_engines
-from common.engine_metrics import scrape_engine
-from common.engine_probe import probe_engines
-from common.job_states import JOB_ACTIVE, JOB_TERMINAL, PAGE_ACTIVE, PAGE_DONE
-from common.models import Job, Page, WebhookAttempt, WebhookDelivery
-from common.models.base import utcnow
-from common.queue_depth import QueueDepths
-from common.schemas import LANES
-from common.services.jobs import Services
-from worker.buckets import gpu_worker_queues
-from worker.celeryconfig import page_queue
+from common.engines.lanes import configured_engines
+from common.engines.metrics import scrape_engine
+from common.engines.probe import probe_engines
+from common.jobs.models import Job, Page
+from common.jobs.states import JOB_ACTIVE, JOB_TERMINAL, PAGE_ACTIVE, PAGE_DONE
+from common.orm import utcnow
+from common.queue.depth import QueueDepths
+from common.queue.names import LANES, gpu_worker_queues, page_queue
+from common.services import Services
+from common.webhooks.models import WebhookAttempt, WebhookDelivery
 
 log = logging.getLogger("ocrq.metrics")
 PAGE_STATUSES = (*PAGE_ACTIVE, *PAGE_DONE, "canceled")

@@ -11,8 +11,9 @@ from fastapi import Request
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
-from common.schemas import JobOptions
-from common.services.jobs import Rejected, Source
+from common.errors import Rejected
+from common.jobs.schemas import JobOptions
+from common.jobs.service import Source
 
 OPTION_FIELDS = set(JobOptions.model_fields)
 

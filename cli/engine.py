@@ -1,4 +1,4 @@
-"""`ocrq engine`: launch this host's OCR engines from a profile (thin over worker.engine_launcher)."""
+"""`ocrq engine`: launch this host's OCR engines from a profile (thin over worker.engines.launcher)."""
 
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ def engine(
     dry_run: Annotated[bool, typer.Option(help="Print the commands and exit.")] = False,
 ) -> None:
     """Start the OCR engines for this host, wait until they serve, restart any that dies; stop on SIGTERM."""
-    from worker import engine_launcher
-    from worker import mps as mps_daemon
+    from worker.engines import launcher as engine_launcher
+    from worker.engines import mps as mps_daemon
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -216,7 +216,7 @@ def keys_create(tenant: Annotated[str, typer.Option(help="Tenant the key belongs
                 name: str = "default") -> None:
     """Create a key; it is printed once on stdout and stored only as a digest."""
     from common.db import Database
-    from common.services import keys
+    from common.tenancy import keys
 
     db = Database(get_settings().resolved_database_url)
     with db.session() as session:
@@ -228,7 +228,7 @@ def keys_create(tenant: Annotated[str, typer.Option(help="Tenant the key belongs
 def keys_list(tenant: str | None = None) -> None:
     """List keys (never the keys themselves)."""
     from common.db import Database
-    from common.services import keys
+    from common.tenancy import keys
 
     db = Database(get_settings().resolved_database_url)
     with db.session() as session:
@@ -242,7 +242,7 @@ def keys_list(tenant: str | None = None) -> None:
 def keys_revoke(key_id: str) -> None:
     """Revoke a key by its id (from `ocrq keys list`)."""
     from common.db import Database
-    from common.services import keys
+    from common.tenancy import keys
 
     db = Database(get_settings().resolved_database_url)
     with db.session() as session:
@@ -259,7 +259,7 @@ def webhooks_secret(tenant: Annotated[str, typer.Option(help="Tenant whose secre
                                                          "for OCRQ_WEBHOOK_ROTATION_OVERLAP_S.")] = False) -> None:
     """Print the tenant's webhook signing secret (whsec_…), creating it on first use."""
     from common.db import Database
-    from common.services import webhook_secrets
+    from common.webhooks import secrets as webhook_secrets
 
     settings = get_settings()
     db = Database(settings.resolved_database_url)

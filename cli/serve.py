@@ -20,9 +20,9 @@ from cli.client import key_file, url_file
 from common import migrate
 from common.db import Database
 from common.log_format import logging_config
-from common.services import keys
+from common.queue.names import WEBHOOK_QUEUE
 from common.settings import Settings
-from worker.celeryconfig import WEBHOOK_QUEUE
+from common.tenancy import keys
 
 PR_SET_PDEATHSIG = 1
 # The pages worker (with the sweeper schedule), and webhooks apart, so a slow receiver never holds up a page.

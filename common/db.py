@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+import common.tables  # noqa: F401  (every table in the metadata, whichever package a process uses)
+
 
 def make_engine(url: str) -> Engine:
     """Create an engine; SQLite gets WAL and a busy timeout so the API and worker can share it."""

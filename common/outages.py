@@ -34,7 +34,7 @@ class Unavailable(Exception):
 
 def rejection(what: str, *, retry_after_s: int):
     """The 503 the API answers while `what` is down."""
-    from common.services.jobs import Rejected
+    from common.errors import Rejected
 
     return Rejected(503, f"the {what} is unreachable just now; retry in {retry_after_s} s",
                     code=f"{what}_unavailable", headers={"Retry-After": str(retry_after_s)})

@@ -5,8 +5,8 @@ from __future__ import annotations
 from alembic import context
 
 from common.db import make_engine
-from common.models import Base
 from common.settings import get_settings
+from common.tables import Base
 
 config = context.config
 target_metadata = Base.metadata

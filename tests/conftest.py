@@ -20,6 +20,7 @@ import redis
 
 from common.settings import S3SourceProfile, Settings
 from tests.support import seaweed, servers
+from tests.support.engine_server import running_cpu_engine
 from tests.support.stack import Stack
 
 PG_ADMIN = os.environ.get("OCRQ_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -172,3 +173,17 @@ def embedded_server(tmp_path_factory):
 
     with EmbeddedServer(tmp_path_factory.mktemp("embedded") / "home") as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def cpu_engine_server():
+    with running_cpu_engine() as server:
+        yield server
+
+
+@pytest.fixture
+def server(cpu_engine_server):
+    """The shared server with no fault armed and an empty request log."""
+    cpu_engine_server.reset()
+    yield cpu_engine_server
+    cpu_engine_server.reset()

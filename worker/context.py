@@ -8,15 +8,16 @@ from functools import cached_property
 from botocore.client import BaseClient
 from celery import Celery
 
+from common.batches.models import Batch
 from common.db import Database
 from common.documents import Limits
-from common.models import Batch, Job
-from common.s3_grants import Mode, S3Clients, S3Location
+from common.jobs.models import Job
 from common.settings import Settings
 from common.storage import make_storage
+from common.tenancy.s3_grants import Mode, S3Clients, S3Location
 from worker.engines.base import Engine
+from worker.jobs.sources import SourceCache
 from worker.metrics import WorkerMetrics
-from worker.sources import SourceCache
 
 
 class WorkerContext:
@@ -63,7 +64,7 @@ class WorkerContext:
     @cached_property
     def line_detector(self):
         """rapidocr's detector alone, for PDF results from engines that give no positions; loaded on first use."""
-        from worker.line_boxes import LineDetector
+        from worker.engines.line_boxes import LineDetector
 
         return LineDetector(threads=self.settings.cpu_threads)
 

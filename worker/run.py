@@ -6,25 +6,30 @@ import os
 
 from celery.signals import setup_logging, worker_process_init, worker_ready, worker_shutdown
 
-from common import engine_lanes
+from common.engines import lanes as engine_lanes
+from common.queue.app import create_celery
+from common.queue.config import gpu_worker_config
+from common.queue.names import WEBHOOK_QUEUE, cpu_worker_queues, gpu_worker_default_queues
 from common.settings import Settings
-from worker import liveness
-from worker.celery_app import create_celery
-from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues, gpu_worker_config, gpu_worker_default_queues
 from worker.context import context_of
+from worker.queue import liveness
 
 
 def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int, beat: bool, pool: str,
                gpu: bool = False, lane: str = "all") -> None:
-    import worker.tasks  # noqa: F401  (registers the tasks)
-    from worker import gpu_tasks, metrics
+    # Importing each package's tasks registers them.
+    import worker.batches.tasks  # noqa: F401
+    import worker.queue.tasks  # noqa: F401
+    import worker.webhooks.tasks  # noqa: F401
+    from worker import metrics
+    from worker.jobs import tasks as job_tasks
 
     if gpu:
         # The app carries these settings to every process: the engine is built from the lane's URLs.
         settings = engine_lanes.for_lane(settings, lane)
     app = create_celery(settings)
     if gpu:
-        gpu_tasks.register(app, pair_size=settings.engine_pair_size, wait_s=settings.engine_batch_wait_s)
+        job_tasks.register_gpu_tasks(app, pair_size=settings.engine_pair_size, wait_s=settings.engine_batch_wait_s)
         app.conf.update(gpu_worker_config(settings))
         queues = queues or gpu_worker_default_queues(lane)
     metrics.install(app, settings)
@@ -44,7 +49,8 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
             "-n", node_name(gpu=gpu, lane=lane, queues=queues), "--without-gossip", "--without-mingle"]
     if beat:
         settings.home.mkdir(parents=True, exist_ok=True)
-        argv += ["--beat"]
+        # Every worker may run the schedule; a lease in the database lets exactly one of them send it.
+        argv += ["--beat", "--scheduler", f"{liveness.__name__}:ElectedScheduler"]
     app.worker_main(argv)
 
 

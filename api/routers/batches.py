@@ -7,11 +7,12 @@ from fastapi.responses import JSONResponse, Response
 
 from api.deps import ServicesDep, SessionDep, TenantDep
 from api.idempotency import IdempotencyKeyHeader, replayed
-from common.batch_objects import S3Prefix
-from common.batch_progress import progress
-from common.batch_schemas import BatchAccepted, BatchCreate, BatchLinks, BatchPages, BatchRates, BatchView
-from common.models import Batch
-from common.services import batches, idempotency
+from common.batches import service as batches
+from common.batches.models import Batch
+from common.batches.objects import S3Prefix
+from common.batches.progress import progress
+from common.batches.schemas import BatchAccepted, BatchCreate, BatchLinks, BatchPages, BatchRates, BatchView
+from common.tenancy import idempotency
 
 router = APIRouter(prefix="/batches", tags=["batches"])
 

@@ -7,7 +7,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from api.deps import ServicesDep
-from common.services.readiness import readiness
+from common.readiness import readiness
 
 router = APIRouter(tags=["health"])
 

@@ -13,10 +13,13 @@ from api import uploads
 from api.deps import ServicesDep, SessionDep, TenantDep
 from api.errors import problem
 from api.idempotency import IdempotencyKeyHeader, replayed
-from common import results
-from common.schemas import JobAccepted, JobFromSource, JobLinks, JobOptions, JobView, PageError
-from common.services import idempotency, jobs, pdf_results
-from common.services.jobs import Rejected, Services, Source
+from common.errors import Rejected
+from common.jobs import pdf_results, results
+from common.jobs import service as jobs
+from common.jobs.schemas import JobAccepted, JobFromSource, JobLinks, JobOptions, JobView, PageError
+from common.jobs.service import Source
+from common.services import Services
+from common.tenancy import idempotency
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 # Read by create_job itself rather than by FastAPI, so the app adds them to the schema's components.

@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import ServicesDep, SessionDep, TenantDep
-from common.models import WebhookSecret
-from common.services import webhook_log, webhook_secrets
-from common.webhook_schemas import JobWebhooks, WebhookDeliveryView, WebhookSecretView
+from common.webhooks import log as webhook_log
+from common.webhooks import secrets as webhook_secrets
+from common.webhooks.models import WebhookSecret
+from common.webhooks.schemas import JobWebhooks, WebhookDeliveryView, WebhookSecretView
 
 router = APIRouter(tags=["webhooks"])
 

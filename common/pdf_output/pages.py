@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common import results
 from common.documents.limits import Limits
-from common.models import Job, Page
+from common.jobs import results
+from common.jobs.models import Job, Page
 
 from .assemble import build_pdf
 from .placement import place_words

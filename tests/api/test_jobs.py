@@ -8,7 +8,7 @@ import json
 import pytest
 from PIL import Image
 
-from common.models import Job
+from common.jobs.models import Job
 from tests.support.stack import wait_for_job
 from tests.support.text import word_recall
 

@@ -9,7 +9,7 @@ import redis
 from PIL import Image
 from sqlalchemy import func, select
 
-from common.models import Job
+from common.jobs.models import Job
 from tests.conftest import KEY_A, make_settings
 from tests.support.stack import Stack
 

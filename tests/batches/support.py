@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from PIL import Image, ImageDraw, ImageFont
 
-from tests.common.hostile import FONT_LATIN
+from tests.documents.hostile import FONT_LATIN
 
 TERMINAL = {"completed", "failed", "canceled"}
 WORDS = ("alpha", "bravo", "delta", "echo", "golf", "hotel", "india", "kilo", "lima", "mike", "oscar", "romeo",

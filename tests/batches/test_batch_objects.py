@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from common.batch_objects import (
-    S3Prefix, fingerprint, manifest_key, matches, options_digest, relative_key, result_key, skip_reason,
+from common.batches.objects import (
+    S3Prefix,
+    fingerprint,
+    manifest_key,
+    matches,
+    options_digest,
+    relative_key,
+    result_key,
+    skip_reason,
 )
 
 

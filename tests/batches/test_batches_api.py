@@ -12,15 +12,20 @@ import time
 import pytest
 from sqlalchemy import func, select
 
-from common.models import Batch, BatchItem, Job, Page, WebhookDelivery
+from common.batches.models import Batch, BatchItem
+from common.jobs.models import Job, Page
+from common.queue.names import LISTING_QUEUE, cpu_worker_queues
 from common.settings import S3SourceProfile
+from common.webhooks.models import WebhookDelivery
 from tests.batches.support import new_bucket, read_manifest, upload, word_image
 from tests.conftest import KEY_A, KEY_B, SERVICE_GRANT, make_settings
 from tests.support import seaweed
 from tests.support.stack import Stack
-from worker import batch_listing, batch_results, batch_sweep, pipeline
-from worker.celeryconfig import LISTING_QUEUE, cpu_worker_queues
+from worker.batches import listing as batch_listing
+from worker.batches import results as batch_results
+from worker.batches import sweeper as batch_sweep
 from worker.context import WorkerContext
+from worker.jobs import pipeline
 
 PAGE_SIZE = 7
 HOOK = "http://127.0.0.1:9/hooks/batches"

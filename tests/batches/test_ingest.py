@@ -17,9 +17,16 @@ from sqlalchemy import func, select
 
 from cli import ingest as ingesting
 from cli.client import Client
-from common.models import Job
+from common.jobs.models import Job
 from tests.batches.support import (
-    new_bucket, read_manifest, read_object, upload, wait_for_batch, word_for, word_image, word_pdf,
+    new_bucket,
+    read_manifest,
+    read_object,
+    upload,
+    wait_for_batch,
+    word_for,
+    word_image,
+    word_pdf,
 )
 from tests.conftest import KEY_A, make_settings
 from tests.support.pdf_checks import page_sizes, poppler_text, qpdf_check

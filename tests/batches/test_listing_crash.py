@@ -8,11 +8,12 @@ import psycopg
 import pytest
 from sqlalchemy import func, select
 
-from common.models import Batch, BatchItem, Job, Page
+from common.batches.models import Batch, BatchItem
+from common.jobs.models import Job, Page
+from common.queue.names import LISTING_QUEUE
 from tests.batches.support import new_bucket, read_manifest, read_object, upload, wait_for_batch, word_for, word_image
 from tests.conftest import KEY_A, make_settings
 from tests.support.stack import Stack
-from worker.celeryconfig import LISTING_QUEUE
 
 DOCUMENTS = 40
 OTHERS = 20

@@ -7,18 +7,17 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
-from cli import client as client_module
-from cli import submit
+from cli import client, submit
 
 
 def test_a_validation_error_reads_as_a_sentence():
     body = {"detail": [{"type": "literal_error", "loc": ["query", "format"],
                         "msg": "Input should be 'markdown', 'text' or 'json'", "input": "pdf"}]}
-    message = client_module._detail(httpx.Response(422, json=body))
+    message = client._detail(httpx.Response(422, json=body))
     assert message == "format: Input should be 'markdown', 'text' or 'json'"
     assert "{" not in message and "[" not in message
-    assert client_module._detail(httpx.Response(404, json={"detail": "no such job"})) == "no such job"
-    assert client_module._detail(httpx.Response(502, text="<html>bad gateway</html>")) == "<html>bad gateway</html>"
+    assert client._detail(httpx.Response(404, json={"detail": "no such job"})) == "no such job"
+    assert client._detail(httpx.Response(502, text="<html>bad gateway</html>")) == "<html>bad gateway</html>"
 
 
 def test_the_url_recorded_by_serve_is_the_default(tmp_path, monkeypatch):
@@ -27,12 +26,12 @@ def test_the_url_recorded_by_serve_is_the_default(tmp_path, monkeypatch):
     from common.settings import get_settings
     get_settings.cache_clear()
     try:
-        assert client_module.default_url() == "http://127.0.0.1:8000"
-        client_module.url_file().write_text("http://127.0.0.1:8790\n")
-        assert client_module.Client().url == "http://127.0.0.1:8790"
+        assert client.default_url() == "http://127.0.0.1:8000"
+        client.url_file().write_text("http://127.0.0.1:8790\n")
+        assert client.Client().url == "http://127.0.0.1:8790"
         monkeypatch.setenv("OCRQ_URL", "http://127.0.0.1:9000")
-        assert client_module.Client().url == "http://127.0.0.1:9000"
-        assert client_module.Client(url="http://h:1/").url == "http://h:1"
+        assert client.Client().url == "http://127.0.0.1:9000"
+        assert client.Client(url="http://h:1/").url == "http://h:1"
     finally:
         get_settings.cache_clear()
 

@@ -15,12 +15,12 @@ RUN = {"Using it"}
 ELSEWHERE = {
     "Two commands on a fresh machine": "they are how this suite and the server under test are started",
     "Production: docker compose": "no Docker engine here; tests/deploy/test_compose.py validates the file",
-    "GPU engines (vLLM)": "needs a GPU; tests/worker/test_engine_profiles.py checks the flags",
+    "GPU engines (vLLM)": "needs a GPU; tests/engines/test_engine_profiles.py checks the flags",
     "Several engines on one GPU, one copy of the weights": "needs a GPU",
-    "Priority lanes": "needs vLLM engines; tests/worker/test_priority_lanes.py runs the lanes on the CPU",
+    "Priority lanes": "needs vLLM engines; tests/queue/test_priority_lanes.py runs the lanes on the CPU",
     "Bulk S3 ingestion": "needs S3 buckets; tests/batches run the same requests against SeaweedFS",
     "Searchable PDF": "needs a finished job's id; tests/cli/test_embedded.py runs `ocrq result --format pdf` "
-                      "against ocrq serve, and tests/worker/test_pdf_results.py the API",
+                      "against ocrq serve, and tests/jobs/test_pdf_results.py the API",
     "Security model": "a grant written in settings; tests/tenancy/test_s3_grants.py runs grants of that shape",
 }
 

@@ -21,7 +21,7 @@ from common.netguard import (
     check_url,
     fetch,
 )
-from common.webhook_sender import send_once
+from common.webhooks.sender import send_once
 
 LOOPBACK = ["127.0.0.1/32"]
 CHUNK = 64 * 1024

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from common.queue.config import build_config
+from common.queue.names import cpu_worker_queues, gpu_worker_default_queues, gpu_worker_queues
 from common.settings import Settings
-from worker.buckets import gpu_worker_queues
-from worker.celeryconfig import build_config, cpu_worker_queues, gpu_worker_default_queues
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"

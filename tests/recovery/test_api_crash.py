@@ -14,13 +14,15 @@ import pytest
 from PIL import Image
 from sqlalchemy import func, select
 
-from common.models import Batch, Job, Page, WebhookDelivery
+from common.batches.models import Batch
+from common.jobs.models import Job, Page
+from common.queue.names import WEBHOOK_QUEUE, cpu_worker_queues
+from common.webhooks.models import WebhookDelivery
 from tests.batches.support import new_bucket, upload, word_for, word_image
 from tests.conftest import KEY_A, make_settings
 from tests.support import webhook_receiver
 from tests.support.api_process import ApiProcess
 from tests.support.stack import Stack, wait_until
-from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues
 
 JOB_POINTS = ("after_upload", "after_row", "after_commit", "after_publish")
 BATCH_POINTS = ("after_row", "after_commit", "after_publish")

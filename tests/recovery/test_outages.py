@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from common import migrate
-from common.models import Page
+from common.jobs.models import Page
 from tests.batches.support import word_for, word_image
 from tests.conftest import KEY_A, make_settings
 from tests.support.servers import PostgresServer, RedisServer

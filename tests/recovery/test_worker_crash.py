@@ -11,14 +11,17 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 from sqlalchemy import select
 
-from common.models import Lease, Page, WebhookDelivery
-from common.models.base import utcnow
+from common.jobs.models import Page
+from common.orm import utcnow
+from common.queue.leases import Lease
+from common.queue.names import WEBHOOK_QUEUE, cpu_worker_queues
+from common.webhooks.models import WebhookDelivery
 from tests.batches.support import word_image
-from tests.common.hostile import FONT_LATIN
 from tests.conftest import KEY_A, make_settings
+from tests.documents.hostile import FONT_LATIN
 from tests.support import webhook_receiver
 from tests.support.stack import Stack, wait_for_job, wait_until
-from worker.celeryconfig import WEBHOOK_QUEUE, cpu_worker_queues
+
 
 def dense_page(word: str, lines: int = 40) -> bytes:
     image = Image.new("RGB", (900, 1200), "white")

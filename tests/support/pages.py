@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageDraw, ImageFont
 
-from tests.common.hostile import _wrap as wrap  # CJK text, having no spaces, wraps per character
+from tests.documents.hostile import _wrap as wrap  # CJK text, having no spaces, wraps per character
 
 SERIF = "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf"
 SERIF_BOLD = "/usr/share/fonts/truetype/dejavu/DejaVuSerif-Bold.ttf"

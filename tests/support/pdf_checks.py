@@ -12,7 +12,7 @@ import numpy as np
 import pypdfium2 as pdfium
 from PIL import Image, ImageDraw, ImageFont
 
-from tests.common.hostile import FONT_LATIN
+from tests.documents.hostile import FONT_LATIN
 
 
 def qpdf_check(path: Path) -> None:

@@ -6,8 +6,8 @@ import time
 
 from sqlalchemy import select
 
-from common.models import Page
-from tests.common.hostile import text_pdf
+from common.jobs.models import Page
+from tests.documents.hostile import text_pdf
 
 
 def pages_of(stack, job_id: str) -> list[Page]:

@@ -16,11 +16,12 @@ from PIL import Image
 from sqlalchemy import func, select, update
 
 from api.app import create_app
-from common.models import IdempotencyKey, Job
-from common.models.base import utcnow
-from common.services import idempotency
-from common.services.jobs import Rejected
-from tests.conftest import USER_BUCKET, KEY_A
+from common.errors import Rejected
+from common.jobs.models import Job
+from common.orm import utcnow
+from common.tenancy import idempotency
+from common.tenancy.idempotency_keys import IdempotencyKey
+from tests.conftest import KEY_A, USER_BUCKET
 from tests.support.live_server import live_server
 
 

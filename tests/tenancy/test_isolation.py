@@ -13,10 +13,10 @@ from fastapi.routing import APIRoute
 from sqlalchemy import select
 
 from api.app import create_app
-from common import results
-from common.models import Job
-from tests.common.hostile import text_pdf
-from tests.conftest import USER_BUCKET, KEY_A
+from common.jobs import results
+from common.jobs.models import Job
+from tests.conftest import KEY_A, USER_BUCKET
+from tests.documents.hostile import text_pdf
 from tests.support.stack import wait_for_job
 
 # Every route with a resource id in its path, and the id it takes. A new such route must be added here.

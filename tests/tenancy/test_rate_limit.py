@@ -11,8 +11,8 @@ from PIL import Image
 
 from api.app import create_app
 from cli.client import Client
-from common.rate_limit import LocalRateLimiter, NoLimit, RedisRateLimiter, make_rate_limiter
 from common.settings import Settings
+from common.tenancy.rate_limit import LocalRateLimiter, NoLimit, RedisRateLimiter, make_rate_limiter
 from tests.conftest import KEY_A, KEY_B, make_settings
 from tests.support.live_server import live_server
 from tests.support.stack import Stack

@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import func, select
 
-from common.models import Batch, Job
+from common.batches.models import Batch
+from common.jobs.models import Job
 from common.settings import S3SourceProfile, Settings
 from tests.batches.support import read_object, wait_for_batch, word_image
 from tests.conftest import BUCKET, KEY_A, KEY_B, make_settings

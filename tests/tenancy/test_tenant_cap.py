@@ -10,14 +10,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from common import job_states, migrate
+from common import migrate
 from common.db import Database
-from common.models import Job, Page
-from common.models.base import utcnow
+from common.jobs import states as job_states
+from common.jobs.models import Job, Page
+from common.orm import utcnow
 from common.settings import Settings
-from tests.common.hostile import text_pdf
+from tests.documents.hostile import text_pdf
 from tests.support.stack import wait_for_job
-from worker import tenant_cap
+from worker.jobs import tenant_cap
 
 
 @pytest.fixture(params=["postgres", "sqlite"])

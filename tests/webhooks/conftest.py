@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from common.models import Job
-from common.models.base import utcnow
-from common.services import webhooks
+from common.jobs.models import Job
+from common.orm import utcnow
+from common.queue.names import WEBHOOK_QUEUE
+from common.webhooks import service as webhooks
 from tests.support import webhook_receiver
-from worker.celeryconfig import WEBHOOK_QUEUE
 
 TIMEOUT_S = 1.5
 SCHEDULE_S = (0, 0.2, 0.2)

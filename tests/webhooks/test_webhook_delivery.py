@@ -10,15 +10,17 @@ from sqlalchemy import select, update
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from common.models import Job, WebhookAttempt, WebhookDelivery
-from common.models.base import utcnow
-from common.services import webhooks
-from common.webhook_signing import new_secret
+from common.jobs.models import Job
+from common.orm import utcnow
+from common.webhooks import service as webhooks
+from common.webhooks.models import WebhookAttempt, WebhookDelivery
+from common.webhooks.signing import new_secret
 from tests.support.stack import wait_for_job
 from tests.support.webhook_receiver import fail, slow
 from tests.webhooks.conftest import TIMEOUT_S, finished_job, new_path, notify, wait_for_deliveries
-from worker import webhook_delivery, webhook_sweeper
 from worker.context import WorkerContext
+from worker.webhooks import delivery as webhook_delivery
+from worker.webhooks import sweeper as webhook_sweeper
 
 pytestmark = pytest.mark.usefixtures("webhook_worker")
 

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from common.models import WebhookSecret
-from common.models.base import utcnow
-from common.services import webhook_secrets
+from common.orm import utcnow
+from common.webhooks import secrets as webhook_secrets
+from common.webhooks.models import WebhookSecret
 from tests.conftest import KEY_A, make_settings
 from tests.support.stack import ROOT, Stack, settings_env
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import time
 
+from common.queue.names import WEBHOOK_QUEUE
 from tests.support.webhook_receiver import slow
 from tests.webhooks.conftest import WORKER_ENV, finished_job, new_path, notify
-from worker import webhook_sweeper
-from worker.celeryconfig import WEBHOOK_QUEUE
 from worker.context import WorkerContext
+from worker.webhooks import sweeper as webhook_sweeper
 
 # Long enough that the kill lands while the receiver is still working on a busy machine, short enough
 # that the dead worker's lease (timeout + 5 s) runs out soon.

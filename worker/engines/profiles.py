@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, fields, replace
 from typing import Literal
 
-from common.schemas import LANES
+from common.queue.names import LANES
 
 DEFAULT_MODEL = "lightonai/LightOnOCR-2-1B"
 

@@ -15,7 +15,7 @@ import httpx
 from PIL import Image
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from common.engine_lanes import base_url
+from common.engines.lanes import base_url
 from common.settings import Settings, get_settings
 from worker.engines.base import EngineError, EngineOverloaded, PageText
 

@@ -1,0 +1,74 @@
+"""Assembling a job's pages into the text result formats: markdown, text and per-page JSON (pdf: pdf_output)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+from common.jobs.models import Job, Page
+
+TEXT_FORMATS = ("markdown", "text", "json")
+FORMATS = (*TEXT_FORMATS, "pdf")
+MEDIA_TYPES = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; charset=utf-8",
+               "json": "application/json", "pdf": "application/pdf"}
+EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf"}
+
+_TAG = re.compile(r"<[^>]+>")
+_MD_PREFIX = re.compile(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(?=\S))", re.MULTILINE)
+_EMPHASIS = re.compile(r"(\*\*|__|\*|_|`)(?=\S)(.+?)(?<=\S)\1")
+_IMAGE_OR_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+
+
+def object_key(prefix: str, fmt: str) -> str:
+    return f"{prefix}.{EXTENSIONS[fmt]}"
+
+
+def page_marker(number: int) -> str:
+    return f"<!-- ocrq:page {number} -->"
+
+
+def markdown_to_text(markdown: str) -> str:
+    """Plain text from the engine's markdown: markup and HTML tags dropped, words kept."""
+    text = _IMAGE_OR_LINK.sub(r"\1", markdown)
+    text = re.sub(r"</(td|th)>", "\t", text)
+    text = re.sub(r"<br\s*/?>|</tr>|</p>", "\n", text)
+    text = _TAG.sub("", text)
+    text = _MD_PREFIX.sub("", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    return html.unescape(text)
+
+
+def page_json(page: Page) -> dict:
+    return {
+        "page": page.index + 1,
+        "status": page.status,
+        "text": page.text,
+        "width": page.width,
+        "height": page.height,
+        "engine": page.engine,
+        "engine_url": page.engine_url,
+        "model": page.model,
+        "seconds": round(page.seconds, 4) if page.seconds is not None else None,
+        "error": page.error,
+        "rotation": page.rotation,
+        "blocks": page.blocks,
+    }
+
+
+def render(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) -> str:
+    """The whole result in one format; pages in document order whatever order they finished in."""
+    pages = sorted(pages, key=lambda p: p.index)
+    if fmt == "json":
+        body = {"job_id": job.id, "status": status or job.status, "metadata": job.meta,
+                "pages": [page_json(p) for p in pages]}
+        return json.dumps(body, ensure_ascii=False)
+    parts = []
+    for page in pages:
+        if fmt == "markdown":
+            note = f" failed: {page.error}" if page.status == "failed" else ""
+            header = page_marker(page.index + 1) if not note else f"<!-- ocrq:page {page.index + 1}{note} -->"
+            parts.append(f"{header}\n\n{page.text or ''}".rstrip())
+        else:
+            parts.append(markdown_to_text(page.text or "").strip())
+    return ("\n\n" if fmt == "markdown" else "\n\f\n").join(parts) + "\n"

@@ -1,0 +1,76 @@
+"""Request and response shapes of the HTTP API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from common.queue.names import Priority
+
+Output = Literal["markdown", "text", "json", "pdf"]
+JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
+
+
+class JobOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pages: str | None = Field(default=None, max_length=256, examples=["1-3,7"])
+    output: Output = "markdown"
+    webhook_url: str | None = Field(default=None, max_length=2048)
+    priority: Priority = "bulk"
+    metadata: dict[str, Any] | None = None
+
+
+class JobFromSource(JobOptions):
+    """A job whose document is fetched by the service: exactly one of source_url or s3_uri."""
+
+    source_url: str | None = Field(default=None, max_length=4096)
+    # The bucket as botocore accepts it; S3's stricter rules are checked with the grants (common.tenancy.s3_grants).
+    s3_uri: str | None = Field(default=None, max_length=2048, pattern=r"^s3://[a-zA-Z0-9.\-_]{1,255}/.+")
+    source_profile: str | None = Field(default=None, max_length=64,
+                                       description="the S3 grant to read s3_uri with; default: the first that allows it")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> JobFromSource:
+        if (self.source_url is None) == (self.s3_uri is None):
+            raise ValueError("give exactly one of source_url or s3_uri")
+        return self
+
+
+class JobLinks(BaseModel):
+    self: str
+    result: str
+    download: str | None = None
+
+
+class PageError(BaseModel):
+    page: int
+    error: str
+
+
+class JobView(BaseModel):
+    id: str
+    status: JobStatus
+    source: Literal["upload", "url", "s3"]
+    filename: str | None
+    output: Output
+    priority: Priority
+    pages_total: int
+    pages_done: int
+    pages_failed: int
+    page_errors: list[PageError]
+    error: str | None
+    metadata: dict[str, Any] | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    expired_at: datetime | None = Field(default=None, description="when retention deleted the result")
+    links: JobLinks
+
+
+class JobAccepted(BaseModel):
+    id: str
+    status: JobStatus
+    links: JobLinks

@@ -1,0 +1,156 @@
+"""Submitting, reading and canceling jobs. Routes and the CLI call these; they never do OCR."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from botocore.exceptions import ParamValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from common import faults
+from common.documents import DocumentRejected, PageRangeError, inspect, parse_page_ranges
+from common.errors import NotFound, Rejected
+from common.jobs import states as job_states
+from common.jobs.models import Job, Page
+from common.jobs.schemas import JobOptions
+from common.netguard import UrlRefused, check_url
+from common.object_keys import source_key
+from common.orm import new_id, utcnow
+from common.queue import publish as dispatch
+from common.services import Services
+from common.storage import ObjectMissing, head_object
+from common.tenancy.s3_grants import InvalidLocation, NotGranted, S3Location, UnknownProfile, grant_for
+from common.webhooks import service as webhooks
+
+log = logging.getLogger("ocrq.jobs")
+
+
+REJECTION_STATUS = {"unsupported_type": 415, "empty_file": 400, "too_many_pages": 413}
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str  # upload | url | s3
+    uri: str
+    filename: str | None = None
+    path: Path | None = None
+    sha256: str | None = None  # of an upload's bytes, taken while it was read
+    profile: str | None = None  # the S3 grant the request named, if any
+
+
+def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions,
+           record: Callable[[Session, Job], None] | None = None) -> Job:
+    """Validate, store the document, commit the job, then publish; a crash between steps is swept up.
+
+    `record` runs in the job's transaction: what it writes (the Idempotency-Key's answer) commits with the job.
+    """
+    job_id = new_id()
+    _check_outbound(svc, options.webhook_url, field="webhook_url")
+    key, doc_kind, size, profile = None, None, None, None
+    if source.kind == "upload":
+        doc_kind = _check_document(svc, source.path, options.pages)
+        key = source_key(tenant_id=tenant_id, job_id=job_id)
+        size = source.path.stat().st_size
+        with source.path.open("rb") as body:
+            svc.storage.put(key, body)
+        faults.reach(svc.settings, "after_upload")
+    elif source.kind == "url":
+        _check_outbound(svc, source.uri, field="source_url")
+    else:
+        profile = _check_s3_object(svc, tenant_id=tenant_id, uri=source.uri, profile=source.profile)
+    job = Job(
+        id=job_id, tenant_id=tenant_id, status="queued", source_kind=source.kind, source_uri=source.uri,
+        source_key=key, source_profile=profile, filename=source.filename, doc_kind=doc_kind, size_bytes=size, pages_spec=options.pages,
+        output=options.output, priority=options.priority, webhook_url=options.webhook_url, meta=options.metadata,
+        enqueued_at=utcnow(),
+    )
+    with svc.db.session() as session:
+        session.add(job)
+        session.flush()
+        if record:
+            record(session, job)
+        faults.reach(svc.settings, "after_row")
+    faults.reach(svc.settings, "after_commit")
+    try:
+        dispatch.publish_prepare(svc.celery, job_id=job_id, lane=options.priority)
+    except Exception:  # the job is committed: the sweeper publishes it once the broker is back
+        log.exception("publishing failed; the sweeper will publish job %s", job_id, extra={"job_id": job_id})
+    faults.reach(svc.settings, "after_publish")
+    return job
+
+
+def _check_document(svc: Services, path: Path, pages: str | None) -> str:
+    try:
+        info = inspect(path, limits=svc.limits)
+        parse_page_ranges(pages, info.page_count)
+    except DocumentRejected as exc:
+        raise Rejected(REJECTION_STATUS.get(exc.code, 422), str(exc), code=exc.code) from exc
+    except PageRangeError as exc:
+        raise Rejected(422, str(exc), code="invalid_pages") from exc
+    return info.kind
+
+
+def _check_outbound(svc: Services, url: str | None, *, field: str) -> None:
+    if url is None:
+        return
+    try:
+        check_url(url, allowlist=svc.settings.net_allowlist)
+    except UrlRefused as exc:
+        raise Rejected(422, f"{field} refused: {exc}", code="url_refused") from exc
+
+
+def _check_s3_object(svc: Services, *, tenant_id: str, uri: str, profile: str | None) -> str:
+    """The grant that lets the tenant read `uri`, once the object is seen to exist and fit the limit."""
+    try:
+        location = S3Location.parse(uri)
+        profile = grant_for(svc.settings, tenant_id=tenant_id, access=[("read", location)], profile=profile)
+    except InvalidLocation as exc:
+        raise Rejected(422, f"s3_uri is not a valid S3 location: {exc}", code="invalid_s3_uri") from exc
+    except UnknownProfile as exc:
+        raise Rejected(422, f"no S3 source profile named {exc} for this tenant", code="unknown_source_profile") from exc
+    except NotGranted as exc:
+        raise Rejected(403, str(exc), code="s3_not_granted") from exc
+    try:
+        info = head_object(svc.s3_clients.get(profile), location.bucket, location.key)
+    except ObjectMissing as exc:
+        raise Rejected(422, f"s3_uri cannot be read: {exc}", code="s3_unreadable") from exc
+    except ParamValidationError as exc:  # what S3's client refuses and the parse above let through
+        raise Rejected(422, "s3_uri is not a valid S3 location", code="invalid_s3_uri") from exc
+    if info.size > svc.settings.max_upload_bytes:
+        raise Rejected(413, f"object is {info.size} bytes; the limit is {svc.settings.max_upload_bytes}",
+                       code="too_large")
+    return profile
+
+
+def get_job(session: Session, *, tenant_id: str, job_id: str) -> Job:
+    """The tenant's job; another tenant's job is as missing as an unknown one."""
+    job = session.scalar(select(Job).where(Job.id == job_id, Job.tenant_id == tenant_id))
+    if job is None:
+        raise NotFound(job_id)
+    return job
+
+
+def pages_of(session: Session, *, job_id: str) -> list[Page]:
+    return list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.index)))
+
+
+def failed_pages(session: Session, *, job_id: str) -> list[Page]:
+    return list(session.scalars(
+        select(Page).where(Page.job_id == job_id, Page.status == "failed").order_by(Page.index)
+    ))
+
+
+def cancel(svc: Services, *, tenant_id: str, job_id: str) -> Job:
+    """Cancel a job not yet finished; canceling a finished job changes nothing."""
+    with svc.db.session() as session:
+        get_job(session, tenant_id=tenant_id, job_id=job_id)
+        canceled = job_states.cancel_job(session, job_id=job_id)
+        job_states.refresh_counts(session, job_id=job_id)
+        delivery_id = canceled and webhooks.record_job_ended(session, settings=svc.settings, job_id=job_id)
+    webhooks.publish_recorded(svc.celery, svc.settings, delivery_id)
+    with svc.db.session() as session:
+        return get_job(session, tenant_id=tenant_id, job_id=job_id)

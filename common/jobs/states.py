@@ -1,0 +1,154 @@
+"""The job and page state machine. Every transition is a compare-and-set UPDATE, so a task
+delivered twice changes nothing the second time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import and_, case, exists, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from common.jobs.models import Job, Page
+from common.orm import utcnow
+from common.queue.leases import Lease
+
+JOB_ACTIVE = ("queued", "running")
+JOB_TERMINAL = ("succeeded", "failed", "canceled")
+PAGE_ACTIVE = ("queued", "running")
+PAGE_DONE = ("succeeded", "failed")
+
+
+@dataclass(frozen=True)
+class PageOutcome:
+    text: str | None = None
+    error: str | None = None
+    engine: str | None = None
+    engine_url: str | None = None
+    model: str | None = None
+    seconds: float | None = None
+    width: int | None = None
+    height: int | None = None
+    rotation: int | None = None
+    blocks: list[dict] | None = None
+    text_layer: dict | None = None
+
+
+def start_job(session: Session, *, job_id: str) -> bool:
+    """queued -> running; False if the job already moved on."""
+    result = session.execute(
+        update(Job).where(Job.id == job_id, Job.status == "queued").values(status="running", started_at=utcnow())
+    )
+    return result.rowcount == 1
+
+
+def fail_job(session: Session, *, job_id: str, reason: str) -> bool:
+    """Any active state -> failed, with the reason; pages not done are failed with it."""
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_(JOB_ACTIVE))
+        .values(status="failed", error=reason, finished_at=utcnow())
+    )
+    if result.rowcount == 1:
+        session.execute(
+            update(Page)
+            .where(Page.job_id == job_id, Page.status.in_(PAGE_ACTIVE))
+            .values(status="failed", error=reason, finished_at=utcnow())
+        )
+    return result.rowcount == 1
+
+
+def cancel_job(session: Session, *, job_id: str) -> bool:
+    """Any active state -> canceled; pages not started are canceled, running ones finish unseen."""
+    result = session.execute(
+        update(Job).where(Job.id == job_id, Job.status.in_(JOB_ACTIVE)).values(status="canceled", finished_at=utcnow())
+    )
+    if result.rowcount == 1:
+        session.execute(
+            update(Page).where(Page.job_id == job_id, Page.status == "queued").values(status="canceled")
+        )
+    return result.rowcount == 1
+
+
+def claimable(worker: str | None):
+    """Queued, or running for a claimer that is this worker or whose heartbeat lease is gone or lapsed."""
+    claimer_alive = exists().where(Lease.name == Page.claimed_by, Lease.expires_at >= utcnow())
+    return or_(Page.status == "queued", Page.claimed_by.is_(None), Page.claimed_by == worker, ~claimer_alive)
+
+
+def claim_page(session: Session, *, page_id: str, worker: str | None = None) -> int | None:
+    """Mark a page running for `worker` and count the attempt; None when it is not active or a live worker has it.
+
+    A page already 'running' may be claimed again: that is a redelivery after its worker died.
+    """
+    job_active = exists().where(Job.id == Page.job_id, Job.status.in_(JOB_ACTIVE))
+    row = session.execute(
+        update(Page)
+        .where(Page.id == page_id, Page.status.in_(PAGE_ACTIVE), job_active, claimable(worker))
+        .values(status="running", attempts=Page.attempts + 1, started_at=utcnow(), claimed_by=worker)
+        .returning(Page.attempts)
+    ).first()
+    return row[0] if row else None
+
+
+def finish_page(session: Session, *, page_id: str, outcome: PageOutcome) -> bool:
+    """running -> succeeded or failed, written once; a second delivery finds the page done."""
+    values = {
+        "status": "failed" if outcome.error else "succeeded",
+        "text": outcome.text,
+        "error": outcome.error,
+        "engine": outcome.engine,
+        "engine_url": outcome.engine_url,
+        "model": outcome.model,
+        "seconds": outcome.seconds,
+        "rotation": outcome.rotation,
+        "blocks": outcome.blocks,
+        "text_layer": outcome.text_layer,
+        "finished_at": utcnow(),
+    }
+    if outcome.width:
+        values |= {"width": outcome.width, "height": outcome.height}
+    result = session.execute(update(Page).where(Page.id == page_id, Page.status.in_(PAGE_ACTIVE)).values(**values))
+    return result.rowcount == 1
+
+
+def requeue_page(session: Session, *, page_id: str, refund_attempt: bool = False) -> bool:
+    """running -> queued, for a retry after a capacity error; refund_attempt when the page was never read."""
+    values = {"status": "queued", "enqueued_at": utcnow()}
+    if refund_attempt:
+        values["attempts"] = Page.attempts - 1
+    result = session.execute(update(Page).where(Page.id == page_id, Page.status == "running").values(**values))
+    return result.rowcount == 1
+
+
+def mark_enqueued(session: Session, *, page_ids: list[str]) -> None:
+    """Stamp queued pages as just published, so the sweeper does not take them for lost ones."""
+    session.execute(update(Page).where(Page.id.in_(page_ids), Page.status == "queued").values(enqueued_at=utcnow()))
+
+
+def refresh_counts(session: Session, *, job_id: str) -> None:
+    """Derive pages_done and pages_failed from the pages, so repeating it is harmless."""
+    done = select(func.count()).where(Page.job_id == job_id, Page.status.in_(PAGE_DONE)).scalar_subquery()
+    failed = select(func.count()).where(Page.job_id == job_id, Page.status == "failed").scalar_subquery()
+    session.execute(update(Job).where(Job.id == job_id).values(pages_done=done, pages_failed=failed))
+
+
+def complete_job_if_done(session: Session, *, job_id: str) -> str | None:
+    """running -> succeeded (some page succeeded) or failed (none did), once no page is active.
+
+    Returns the new status to exactly one caller; run it after the page's own commit so the
+    last page to finish always sees every other page done.
+    """
+    any_active = exists().where(Page.job_id == job_id, Page.status.in_(PAGE_ACTIVE))
+    any_success = exists().where(Page.job_id == job_id, Page.status == "succeeded")
+    new_status = case((any_success, "succeeded"), else_="failed")
+    row = session.execute(
+        update(Job)
+        .where(and_(Job.id == job_id, Job.status == "running", ~any_active))
+        .values(
+            status=new_status,
+            finished_at=utcnow(),
+            error=case((any_success, None), else_="no page could be read; see the per-page errors"),
+        )
+        .returning(Job.status)
+    ).first()
+    return row[0] if row else None

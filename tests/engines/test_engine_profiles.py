@@ -1,0 +1,341 @@
+"""Engine profiles, the `vllm serve` command lines built from them, and the launcher that runs engines."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+
+import httpx
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cli.engine import engine as engine_command
+from ocrq_vllm_plugin.holder import process_start_ticks
+from ocrq_vllm_plugin.status import STATE_ENV
+from worker.engines import launcher as engine_launcher
+from worker.engines import profiles
+from worker.engines.profiles import (
+    MAX_IMAGE_TOKENS,
+    PROFILES,
+    capped,
+    get_profile,
+    plugin_env,
+    serve_argv,
+)
+
+LIGHTON_FLAGS = ["--limit-mm-per-prompt", '{"image": 1}', "--mm-processor-cache-gb", "0", "--no-enable-prefix-caching"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def contains_run(argv: list[str], run: list[str]) -> bool:
+    return any(argv[i : i + len(run)] == run for i in range(len(argv)))
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profile_applies_lighton_flags_and_sizes(name):
+    profile = get_profile(name)
+    argv = serve_argv(profile, model="/models/lightonocr", port=8123)
+    assert argv[1:5] == ["-m", "vllm.entrypoints.cli.main", "serve", "/models/lightonocr"]
+    assert contains_run(argv, LIGHTON_FLAGS)
+    assert json.loads(flag(argv, "--limit-mm-per-prompt")) == {"image": 1}
+    assert int(flag(argv, "--max-model-len")) >= MAX_IMAGE_TOKENS + profile.max_tokens
+    assert int(flag(argv, "--max-num-batched-tokens")) >= MAX_IMAGE_TOKENS
+    assert float(flag(argv, "--gpu-memory-utilization")) == profile.gpu_memory_utilization
+    assert flag(argv, "--max-num-seqs") == str(profile.max_num_seqs)
+    assert flag(argv, "--api-server-count") == str(profile.api_server_count)
+    assert flag(argv, "--renderer-num-workers") == str(profile.renderer_workers)
+    assert flag(argv, "--kv-cache-dtype") == "auto"
+    assert flag(argv, "--port") == "8123"
+
+
+def test_pair_sizes_grow_with_the_card():
+    assert get_profile("16gb").pair_size == 2
+    assert get_profile("24gb").pair_size > 2
+    assert get_profile("h200").pair_size > get_profile("24gb").pair_size
+
+
+def test_max_model_len_follows_the_output_cap():
+    small, large = get_profile("16gb", max_tokens=1024), get_profile("16gb", max_tokens=8192)
+    assert MAX_IMAGE_TOKENS + 1024 <= small.max_model_len < MAX_IMAGE_TOKENS + 2048
+    assert large.max_model_len >= MAX_IMAGE_TOKENS + 8192
+
+
+def test_fp8_kv_cache_override():
+    argv = serve_argv(get_profile("h200", kv_cache_dtype="fp8"))
+    assert flag(argv, "--kv-cache-dtype") == "fp8"
+
+
+def test_overrides_apply_and_none_keeps_the_profile():
+    profile = get_profile("24gb", max_num_seqs=7, gpu_memory_utilization=None)
+    assert profile.max_num_seqs == 7
+    assert profile.gpu_memory_utilization == PROFILES["24gb"].gpu_memory_utilization
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"kv_cache_dtype": "int4"},
+        {"gpu_memory_utilization": 1.5},
+        {"max_num_seqs": 0},
+        {"max_num_batched_tokens": 1024},
+        {"cuda_graphs": "sometimes"},
+        {"no_such_field": 1},
+    ],
+)
+def test_bad_overrides_are_refused(overrides):
+    with pytest.raises(ValueError):
+        get_profile("h200", **overrides)
+
+
+def test_unknown_profile():
+    with pytest.raises(ValueError, match="h200"):
+        get_profile("tpu")
+
+
+def test_cuda_graph_modes():
+    decode = serve_argv(get_profile("h200"))
+    assert json.loads(flag(decode, "--compilation-config")) == {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
+    assert "--enforce-eager" in serve_argv(get_profile("h200", cuda_graphs="off"))
+    compiled = serve_argv(get_profile("h200", cuda_graphs="compiled"))
+    assert "--compilation-config" not in compiled and "--enforce-eager" not in compiled
+
+
+def test_load_format_and_served_name():
+    argv = serve_argv(
+        get_profile("16gb"), model="/m", served_model_name="lightonai/LightOnOCR-2-1B", load_format="dummy"
+    )
+    assert flag(argv, "--served-model-name") == "lightonai/LightOnOCR-2-1B"
+    assert flag(argv, "--load-format") == "dummy"
+    assert flag(serve_argv(get_profile("16gb"), model="/m"), "--served-model-name") == "/m"
+
+
+def test_memory_cap_scales_the_share():
+    profile = capped(get_profile("16gb"), cap_gib=16, total_gib=140)
+    assert profile.gpu_memory_utilization == pytest.approx(PROFILES["16gb"].gpu_memory_utilization * 16 / 140, abs=1e-4)
+    assert profile.gpu_memory_utilization * 140 <= 16
+    with pytest.raises(ValueError):
+        capped(get_profile("16gb"), cap_gib=200, total_gib=140)
+
+
+def test_encoder_plugin_switch():
+    assert plugin_env(get_profile("h200")) == {"OCRQ_ENCODER_PLUGIN": "1"}
+    assert plugin_env(get_profile("h200", encoder_plugin=False)) == {"OCRQ_ENCODER_PLUGIN": "0"}
+
+
+def test_plan_two_engines_on_each_of_two_gpus():
+    gpus = [{"index": "0", "memory_gib": 80.0}, {"index": "1", "memory_gib": 80.0}]
+    specs = engine_launcher.plan_vllm(profile=get_profile("a100-80"), gpus=gpus, engines_per_gpu=2, port=9000)
+    assert [s.url for s in specs] == [f"http://127.0.0.1:{9000 + i}" for i in range(4)]
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in specs] == ["0", "0", "1", "1"]
+    assert len({flag(s.argv, "--port") for s in specs}) == 4
+    # Without sharing each engine loads its own weights; both get the same fixed KV cache, and together
+    # they stay within the profile's share of the card.
+    kv = {int(flag(s.argv, "--kv-cache-memory-bytes")) for s in specs}
+    assert len(kv) == 1
+    per_engine = kv.pop() / 2**30 + profiles.ENGINE_OVERHEAD_GIB + profiles.WEIGHTS_GIB
+    assert 2 * per_engine == pytest.approx(PROFILES["a100-80"].gpu_memory_utilization * 80, abs=0.1)
+    assert all(s.role == "own" and "--load-format" not in s.argv for s in specs)
+
+
+def test_plan_lanes_sharing_one_copy_of_the_weights(tmp_path):
+    gpus = [{"index": "3", "memory_gib": 140.0}]
+    bulk, interactive = engine_launcher.plan_vllm(
+        profile=get_profile("h200"), model="/m", gpus=gpus, lanes=("bulk", "interactive"), share_weights=True,
+        state_dir=tmp_path, load_format="dummy", port=8100,
+    )
+    assert (bulk.role, interactive.role) == ("holder", "attached")
+    assert flag(bulk.argv, "--load-format") == "ocrq_holder" and bulk.env["OCRQ_HOLDER_LOAD_FORMAT"] == "dummy"
+    assert flag(interactive.argv, "--load-format") == "ocrq_attach"
+    assert bulk.env["OCRQ_SHARED_WEIGHTS_DIR"] == interactive.env["OCRQ_SHARED_WEIGHTS_DIR"] == str(tmp_path / "gpu3")
+    assert bulk.env["OCRQ_ENGINE_STATE_FILE"] != interactive.env["OCRQ_ENGINE_STATE_FILE"]
+    assert (bulk.env["OCRQ_ENGINE_LANE"], interactive.env["OCRQ_ENGINE_LANE"]) == ("bulk", "interactive")
+    assert flag(bulk.argv, "--middleware") == profiles.STATUS_MIDDLEWARE
+    # The interactive engine is small: few sequences and KV for exactly those at full length.
+    seqs = int(flag(interactive.argv, "--max-num-seqs"))
+    assert seqs == profiles.INTERACTIVE_MAX_NUM_SEQS < int(flag(bulk.argv, "--max-num-seqs"))
+    small_kv = int(flag(interactive.argv, "--kv-cache-memory-bytes"))
+    needed = seqs * int(flag(interactive.argv, "--max-model-len")) * profiles.KV_BYTES_PER_TOKEN_BF16
+    assert needed <= small_kv <= 1.2 * needed
+    # Weights count once: the bulk engine gets what the card has left after both engines' overheads.
+    big_kv = int(flag(bulk.argv, "--kv-cache-memory-bytes")) / 2**30
+    left = 0.9 * 140 - profiles.WEIGHTS_GIB - 2 * profiles.ENGINE_OVERHEAD_GIB - small_kv / 2**30
+    assert big_kv == pytest.approx(left, abs=0.05)
+
+
+def test_sharing_needs_two_engines_and_engines_must_fit():
+    gpus = [{"index": "0", "memory_gib": 16.0}]
+    with pytest.raises(ValueError, match="two engines"):
+        engine_launcher.plan_vllm(profile=get_profile("16gb"), gpus=gpus, share_weights=True)
+    with pytest.raises(ValueError, match="do not fit"):
+        engine_launcher.plan_vllm(profile=get_profile("16gb"), gpus=gpus, engines_per_gpu=4)
+
+
+def test_plan_without_gpu_is_refused():
+    with pytest.raises(RuntimeError, match="cpu"):
+        engine_launcher.plan_vllm(profile=get_profile("h200"), gpus=[])
+
+
+def test_cli_dry_run_prints_the_serve_command():
+    app = typer.Typer()
+    app.command()(engine_command)
+    result = CliRunner().invoke(
+        app, ["--dry-run", "--profile", "16gb", "--gpus", "0", "--kv-cache-dtype", "fp8", "--model", "/m/dir"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "vllm.entrypoints.cli.main serve /m/dir" in result.output
+    assert "--max-num-seqs 16" in result.output and "--kv-cache-dtype fp8" in result.output
+    assert "--no-enable-prefix-caching" in result.output
+
+
+def test_cli_passes_further_vllm_flags_to_every_engine():
+    app = typer.Typer()
+    app.command()(engine_command)
+    result = CliRunner().invoke(
+        app, ["--dry-run", "--gpus", "0", "--engines-per-gpu", "2", "--vllm-args", "--block-size 64 --seed '1 2'"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "serve" in line]
+    assert len(lines) == 2
+    assert all(line.endswith("--block-size 64 --seed '1 2'") for line in lines)
+
+
+def test_cli_overrides_the_profiles_attention_backend():
+    app = typer.Typer()
+    app.command()(engine_command)
+    result = CliRunner().invoke(app, ["--dry-run", "--gpus", "0", "--kv-cache-dtype", "fp8",
+                                      "--attention-backend", "FLASHINFER"])
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(next(line for line in result.output.splitlines() if "serve" in line))
+    assert argv[argv.index("--attention-backend") + 1] == "FLASHINFER"
+    assert argv.count("--attention-backend") == 1
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8"
+
+
+def test_cli_rejects_a_bad_override():
+    app = typer.Typer()
+    app.command()(engine_command)
+    result = CliRunner().invoke(app, ["--dry-run", "--kv-cache-dtype", "int3"])
+    assert result.exit_code != 0
+
+
+@pytest.mark.timeout(180)
+def test_launcher_waits_for_ready_restarts_a_dead_engine_and_stops():
+    specs = engine_launcher.plan_cpu(served_model_name="m", port=free_port())
+    url = specs[0].url
+    stop, ready = threading.Event(), threading.Event()
+    codes: list[int] = []
+
+    def supervise() -> None:
+        codes.append(
+            engine_launcher.supervise(
+                specs, stop=stop, restart_backoff_s=0.2, ready_timeout_s=60, on_ready=lambda _: ready.set()
+            )
+        )
+
+    thread = threading.Thread(target=supervise)
+    thread.start()
+    try:
+        assert ready.wait(60), "engine never became ready"
+        assert engine_launcher.is_ready(url=url, model="m")
+        first_pid = httpx.get(f"{url}/health").json()["pid"]
+        os.kill(first_pid, signal.SIGKILL)
+        deadline, second_pid = time.monotonic() + 90, None
+        while time.monotonic() < deadline:
+            try:
+                second_pid = httpx.get(f"{url}/health", timeout=2).json()["pid"]
+                if second_pid != first_pid:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        assert second_pid is not None and second_pid != first_pid, "dead engine was not restarted"
+    finally:
+        stop.set()
+        thread.join(60)
+    assert codes == [0]
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{url}/health", timeout=2)
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("dies", ["server", "engine_core"])
+def test_a_dead_holder_takes_its_attached_engines_down_and_the_group_restarts(tmp_path, dies):
+    """Whether the holder's server process dies, or only the engine core that exported the weights (vLLM's
+    API servers outlived theirs by minutes on the H200), the group restarts."""
+    bulk, interactive = engine_launcher.plan_cpu(served_model_name="m", port=free_port(), lanes=("bulk", "interactive"))
+    state_file = tmp_path / "holder.json"
+    specs = [replace(bulk, role="holder", group="gpu0", env={STATE_ENV: str(state_file)}),
+             replace(interactive, role="attached", group="gpu0")]
+    stop, ready = threading.Event(), threading.Event()
+    thread = threading.Thread(target=engine_launcher.supervise, args=(specs,), daemon=True,
+                              kwargs={"stop": stop, "restart_backoff_s": 0.2, "ready_timeout_s": 150,
+                                      "on_ready": lambda _: ready.set()})
+    thread.start()
+
+    def pids() -> list[int | None]:
+        out = []
+        for spec in specs:
+            try:
+                out.append(httpx.get(f"{spec.url}/health", timeout=2).json()["pid"])
+            except httpx.HTTPError:
+                out.append(None)
+        return out
+
+    try:
+        # Two CPU stand-ins load rapidocr at once; on a loaded 2-core machine that took over a minute.
+        assert ready.wait(150), "engines never became ready"
+        first = pids()
+        if dies == "server":
+            os.kill(first[0], signal.SIGKILL)
+        else:
+            with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]) as core:
+                ticks = process_start_ticks(core.pid)
+                state_file.write_text(json.dumps({"role": "holder", "holder": {"pid": core.pid, "start_ticks": ticks}}))
+                time.sleep(3)
+                assert pids() == first, "a live engine core was taken for a dead one"
+                core.kill()
+        deadline, now = time.monotonic() + 120, first
+        while time.monotonic() < deadline:
+            now = pids()
+            if None not in now and now[0] != first[0] and now[1] != first[1]:
+                break
+            time.sleep(0.5)
+        assert None not in now and now[0] != first[0], f"holder not restarted: {first} -> {now}"
+        assert now[1] != first[1], "the attached engine kept running on a dead holder's weights"
+    finally:
+        stop.set()
+        thread.join(60)
+
+
+def test_the_engine_host_needs_no_celery():
+    """`ocrq engine` and the engine client run where vLLM is installed; kombu and Celery need not be."""
+    code = (
+        "import builtins\n"
+        "real = builtins.__import__\n"
+        "def guard(name, *args, **kwargs):\n"
+        "    if name.split('.')[0] in ('kombu', 'celery'):\n"
+        "        raise ImportError(name)\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = guard\n"
+        "import cli.engine, worker.engines.launcher, worker.engines.vllm, worker.engines.server_cpu\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,148 @@
+"""The GPU path through the queue, with the project's OpenAI-compatible CPU engine standing in for vLLM:
+size-bucketed queues, same-size batches of the profile's pair size, and batch-1 retries after 503 or OOM."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+import pytest
+from sqlalchemy import select
+
+from common.jobs.models import Page
+from common.queue import buckets
+from tests.conftest import KEY_A, make_settings
+from tests.documents.hostile import pdf_of, text_page
+from tests.support.engine_server import MODEL, free_port
+from tests.support.stack import Stack, wait_for_job
+from worker.engines import launcher as engine_launcher
+
+WORDS = ["granite", "saffron", "lattice", "quiver"]
+
+
+@pytest.fixture()
+def gpu_stack(tmp_path, pg_url, redis_url, s3, server):
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=2,
+                             engine_backoff_s=0.2)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--concurrency", "1")
+        yield stack, server
+
+
+def _document(tmp_path):
+    # Two Letter pages and two wide receipts: PDF pages render to 1540 px, so the aspect ratio sets the bucket.
+    pages = [text_page(f"Page {i + 1} {w}", size=(850, 1100) if i < 2 else (600, 300), font_size=48)
+             for i, w in enumerate(WORDS)]
+    return pdf_of(pages, tmp_path / "mixed.pdf").read_bytes()
+
+
+def _read(stack, client, tmp_path):
+    job_id = client.post("/jobs", files={"file": ("mixed.pdf", _document(tmp_path))}).json()["id"]
+    job = wait_for_job(client, job_id, timeout=180)
+    assert job["status"] == "succeeded", job
+    pages = client.get(f"/jobs/{job_id}/result", params={"format": "json"}).json()["pages"]
+    assert [p["page"] for p in pages] == [1, 2, 3, 4]
+    for page, word in zip(pages, WORDS, strict=True):
+        assert word in page["text"] and page["engine"] == "vllm" and page["model"] == MODEL
+        assert page["blocks"] is None and page["rotation"] is None  # vLLM gives text, no boxes
+    with stack.services.db.session() as session:
+        return job_id, list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.index)))
+
+
+def test_pages_are_bucketed_by_size_and_sent_in_pairs(gpu_stack, tmp_path):
+    stack, engine = gpu_stack
+    _, pages = _read(stack, stack.client(KEY_A), tmp_path)
+    assert [buckets.bucket_of(p.width, p.height) for p in pages] == ["t3025", "t3025", "t2048", "t2048"]
+    requests = engine.requests()
+    assert len(requests) == 4
+    # Each pair of a bucket reaches the engine together: the two requests overlap in time.
+    pairs = [requests[0:2], requests[2:4]]
+    for first, second in pairs:
+        assert second["start"] < first["end"], requests
+
+
+@pytest.mark.parametrize("fault", ["503", "oom"])
+def test_capacity_errors_are_retried_alone(gpu_stack, tmp_path, fault):
+    stack, engine = gpu_stack
+    engine.faults(fault, count=2)
+    _, pages = _read(stack, stack.client(KEY_A), tmp_path)
+    assert all(p.status == "succeeded" for p in pages)
+    statuses = [r["status"] for r in engine.requests()]
+    assert statuses.count(200) == 4 and len(statuses) == 6, statuses
+
+
+def test_pages_wait_for_an_engine_that_is_down_without_using_their_attempts(tmp_path, pg_url, redis_url, s3):
+    """An engine restarting (or its weight holder lost) must not fail pages: they wait, then are read."""
+    port = free_port()
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[f"http://127.0.0.1:{port}"], engine_model=MODEL, engine_pair_size=1,
+                             engine_retries=1, engine_backoff_s=0.1, engine_outage_retry_s=1.0, page_retries=1)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--concurrency", "1")
+        client = stack.client(KEY_A)
+        image = text_page("Outage granite", size=(900, 300), font_size=48)
+        job_id = client.post("/jobs", files={"file": ("page.png", _png(image))}).json()["id"]
+        # Long enough for several tries: with attempts counted, page_retries=1 would have failed the job.
+        time.sleep(8)
+        body = client.get(f"/jobs/{job_id}").json()
+        assert body["status"] in ("queued", "running"), body
+        with stack.services.db.session() as session:
+            (page,) = session.scalars(select(Page).where(Page.job_id == job_id))
+            assert page.attempts <= 1, page.attempts
+        (spec,) = engine_launcher.plan_cpu(served_model_name=MODEL, port=port)
+        engine = engine_launcher.start(spec)
+        try:
+            assert engine_launcher.wait_ready(engine, timeout_s=60)
+            job = wait_for_job(client, job_id, timeout=120)
+        finally:
+            engine_launcher.stop_engine(engine, grace_s=10)
+    assert job["status"] == "succeeded", job
+    assert "granite" in client.get(f"/jobs/{job_id}/result", params={"format": "text"}).text
+
+
+def test_pages_in_flight_when_an_engine_core_dies_are_read_again(tmp_path, pg_url, redis_url, s3, server):
+    """vLLM answers 500 "EngineCore encountered an issue" to requests in flight when its engine dies (a killed
+    weight holder): the page goes back to the queue without using an attempt, and is read after the restart."""
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1, engine_retries=0,
+                             engine_outage_retry_s=0.5, page_retries=0)
+    server.faults("dead", count=2)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--concurrency", "1")
+        client = stack.client(KEY_A)
+        image = text_page("Restart saffron", size=(900, 300), font_size=48)
+        job_id = client.post("/jobs", files={"file": ("page.png", _png(image))}).json()["id"]
+        job = wait_for_job(client, job_id, timeout=120)
+        assert job["status"] == "succeeded", job
+        with stack.services.db.session() as session:
+            (page,) = session.scalars(select(Page).where(Page.job_id == job_id))
+            assert page.attempts == 1
+    assert [r["status"] for r in server.requests()] == [500, 500, 200]
+
+
+def test_a_batch_past_its_soft_time_limit_fails_its_pages_with_the_reason(tmp_path, pg_url, redis_url, s3,
+                                                                           server):
+    """As for a single page task: not left `running` until the sweeper's dead-page threshold."""
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1,
+                             engine_timeout_s=60, task_soft_time_limit_s=2, task_time_limit_s=8)
+    server.faults("delay", count=1, delay_s=15)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--concurrency", "1")
+        client = stack.client(KEY_A)
+        image = text_page("Stuck quiver", size=(900, 300), font_size=48)
+        job_id = client.post("/jobs", files={"file": ("page.png", _png(image))}).json()["id"]
+        started = time.monotonic()
+        job = wait_for_job(client, job_id, timeout=60)
+        elapsed = time.monotonic() - started
+    assert job["status"] == "failed", job
+    assert "timed out after 2" in json.dumps(job), job
+    assert elapsed < 14, f"the page waited for the engine ({elapsed:.1f} s), not for its time limit"
+
+
+def _png(image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()

@@ -1,0 +1,100 @@
+"""A broker that loses its messages (Redis restarted without persistence) loses no job: the sweeper
+republishes what the database still holds as queued, and only when its queue is empty."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from common.queue.app import create_celery
+from common.queue.depth import depths_of
+from common.queue.names import CONTROL_QUEUE, PREPARE_BULK_QUEUE, page_queue
+from tests.conftest import KEY_A, fresh_database, make_settings
+from tests.support.stack import Stack, wait_for_job
+from worker.context import WorkerContext
+from worker.jobs import stale
+
+
+def _lose_everything(settings) -> int:
+    client = redis.Redis.from_url(settings.broker_url)
+    keys = list(client.scan_iter(match=f"{settings.broker_key_prefix}*"))
+    return client.delete(*keys) if keys else 0
+
+
+@pytest.fixture()
+def own_database():
+    """The sweeper looks at every tenant's jobs: give it a database where only this test's job exists."""
+    with fresh_database() as url:
+        yield url
+
+
+def test_lost_prepare_and_page_messages_are_republished(tmp_path, own_database, redis_url, s3, samples):
+    settings = make_settings(home=tmp_path / "home", pg_url=own_database, redis_url=redis_url, s3=s3,
+                             stale_requeue_after_s=1)
+    ctx = WorkerContext(app=create_celery(settings), settings=settings)
+    with Stack(settings, logs=tmp_path) as stack:
+        client = stack.client(KEY_A)
+        png = (samples / "typewriter.png").read_bytes()
+        job_id = client.post("/jobs", files={"file": ("t.png", png)}).json()["id"]
+        assert depths_of(settings, [PREPARE_BULK_QUEUE]) == {PREPARE_BULK_QUEUE: 1}
+        assert _lose_everything(settings) > 0
+        time.sleep(1.2)
+        assert stale.requeue_stale(ctx)["jobs"] == 1
+        assert depths_of(settings, [PREPARE_BULK_QUEUE]) == {PREPARE_BULK_QUEUE: 1}
+        assert stale.requeue_stale(ctx)["jobs"] == 0  # its message is back in the queue: no second copy
+
+        # Split the job into pages, but read none of them, then lose the page message too.
+        control = stack.start_worker("--queues", f"{CONTROL_QUEUE},{PREPARE_BULK_QUEUE}")
+        deadline = time.monotonic() + 60
+        while depths_of(settings, [page_queue("bulk")])[page_queue("bulk")] == 0:
+            assert time.monotonic() < deadline, "the job was never split into pages"
+            time.sleep(0.1)
+        control.stop()
+        _lose_everything(settings)
+        time.sleep(1.2)
+        assert stale.requeue_stale(ctx)["pages"] == 1
+
+        stack.start_worker()
+        job = wait_for_job(client, job_id)
+        assert job["status"] == "succeeded" and job["pages_done"] == 1
+    ctx.close()
+
+
+def test_pages_a_worker_holds_unacked_are_not_republished(tmp_path, own_database, redis_url, s3, samples):
+    """A GPU worker prefetches a batch and holds it until the batch fills or its wait ends: those pages are
+    still `queued` in the database and their queue is empty, yet nothing is lost."""
+    from tests.support.engine_server import MODEL, running_cpu_engine
+
+    with running_cpu_engine() as engine:
+        settings = make_settings(home=tmp_path / "home", pg_url=own_database, redis_url=redis_url, s3=s3,
+                                 stale_requeue_after_s=1, engine="vllm", engine_urls=[engine.url],
+                                 engine_model=MODEL, engine_pair_size=4, engine_batch_wait_s=20)
+        ctx = WorkerContext(app=create_celery(settings), settings=settings)
+        with Stack(settings, logs=tmp_path) as stack:
+            stack.start_worker("--gpu", "--concurrency", "1")
+            client = stack.client(KEY_A)
+            png = (samples / "typewriter.png").read_bytes()
+            job_id = client.post("/jobs", files={"file": ("t.png", png)}).json()["id"]
+            deadline = time.monotonic() + 60
+            while not any(args and args[0].startswith(job_id[:16]) for args in _held(settings)):
+                assert time.monotonic() < deadline, "the GPU worker never took the page"
+                time.sleep(0.2)
+            time.sleep(1.2)
+            body = client.get(f"/jobs/{job_id}").json()
+            assert body["status"] == "running" and body["pages_done"] == 0, body
+            assert stale.requeue_stale(ctx)["pages"] == 0
+            job = wait_for_job(client, job_id, timeout=120)
+        assert job["status"] == "succeeded", job
+        assert len(engine.requests()) == 1
+
+
+def _held(settings) -> list[list]:
+    from common.queue.depth import QueueDepths
+
+    reader = QueueDepths(settings, known=())
+    try:
+        return reader.held_task_args()
+    finally:
+        reader.close()

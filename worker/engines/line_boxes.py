@@ -1,0 +1,50 @@
+"""Line boxes for engines that read text without positions (vLLM): rapidocr's detector alone, on the CPU,
+run only for jobs that asked for a PDF. The boxes are put in reading order by the CPU engine's own XY-cut
+(worker/engines/reading_order.py, which needs boxes only), then the engine's words are laid onto them in
+that order (common/pdf_output/placement.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from PIL import Image
+
+from common.jobs.results import markdown_to_text
+from common.pdf_output.placement import Box, place_words
+from worker.engines import reading_order
+
+
+class LineDetector:
+    """rapidocr's text detection model only: no angle classifier, no recogniser."""
+
+    def __init__(self, *, threads: int = 0) -> None:
+        from rapidocr import RapidOCR
+
+        params = {"Global.log_level": "warning", "Global.use_cls": False, "Global.use_rec": False}
+        if threads > 0:
+            params |= {"EngineConfig.onnxruntime.intra_op_num_threads": threads}
+        self._ocr = RapidOCR(params=params)
+
+    def boxes(self, image: Image.Image) -> list[Box]:
+        """The page's line boxes in reading order."""
+        output = self._ocr(np.asarray(image.convert("RGB")), use_det=True, use_cls=False, use_rec=False)
+        if output.boxes is None or not len(output.boxes):
+            return []
+        quads = output.boxes.tolist()
+        # The ordering tells a table (short cells) from columns by text length: stand in the characters a
+        # box of that width holds (glyphs about half as wide as the line is high).
+        lengths = [round(2 * (q[1][0] - q[0][0]) / max(q[3][1] - q[0][1], 1)) for q in quads]
+        lines = reading_order.lines_from_quads(quads, ["x" * n for n in lengths], output.scores or [1.0] * len(quads))
+        return [line.box for block in reading_order.order_blocks(lines, height=image.height) for line in block.lines]
+
+    def text_layer(self, image: Image.Image, text: str) -> dict:
+        """The page's text placed on its detected lines, as stored in pages.text_layer."""
+        started = time.perf_counter()
+        boxes = self.boxes(image)
+        lines = place_words(markdown_to_text(text), boxes, size=image.size)
+        return {"rotation": 0, "lines": [{"text": t, "box": list(b)} for t, b in lines],
+                "boxes": len(boxes), "seconds": round(time.perf_counter() - started, 4)}
+
+

@@ -1,0 +1,246 @@
+"""The work itself: split a job into pages, read each page, and close the job once."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+
+from common import faults, outages
+from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
+from common.jobs import states as job_states
+from common.jobs.models import Job, Page
+from common.log_format import bind_job
+from common.netguard import FetchError
+from common.object_keys import source_key
+from common.orm import utcnow
+from common.queue import publish as dispatch
+from common.sql import insert_ignoring_conflicts
+from common.storage import ObjectMissing
+from common.tenancy.s3_grants import NotGranted
+from common.webhooks import service as webhooks
+from worker.context import WorkerContext
+from worker.engines.base import EngineError, PageText
+from worker.jobs import routing, tenant_cap
+from worker.jobs.ending import fail_job, job_finished, public_reason, store_large_result
+
+log = logging.getLogger("ocrq.pipeline")
+
+
+def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
+    """Inspect the document, create one page row per selected page, and publish them."""
+    bind_job(job_id=job_id)
+    with ctx.db.session() as session:
+        job = session.get(Job, job_id)
+        if job is None or job.status not in job_states.JOB_ACTIVE:
+            return
+        job_states.start_job(session, job_id=job_id)
+    try:
+        if job.source_kind == "url" and not job.source_key:
+            job.source_key = _fetch_url_source(ctx, job)
+        path = ctx.sources.path(job)
+        info = inspect(path, limits=ctx.limits)
+        indices = parse_page_ranges(job.pages_spec, info.page_count)
+    except outages.OUTAGE_TYPES as exc:
+        if not (outages.outage_of(exc) and _within_outage_grace(ctx, job)):
+            raise
+        # Storage unreachable: the job stays running without pages; try again later, as for an engine outage.
+        log.warning("storage unreachable; the job is split later: %s", exc.__class__.__name__)
+        dispatch.publish_prepare(ctx.app, job_id=job_id, lane=job.priority,
+                                 countdown=ctx.settings.engine_outage_retry_s)
+        return
+    except (DocumentRejected, PageRangeError, ObjectMissing, FetchError, NotGranted, OSError, ValueError) as exc:
+        reason = public_reason(exc)
+        log.warning("job rejected: %s (%r)", reason, exc)
+        fail_job(ctx, job_id=job_id, reason=reason)
+        return
+    with ctx.db.session() as session:
+        # The expected rendered size routes GPU pages to a size bucket; rendering overwrites it.
+        rows = [{"id": f"{job_id[:16]}{i:016x}", "job_id": job_id, "index": i, "width": info.page_sizes[i][0],
+                 "height": info.page_sizes[i][1]} for i in indices]
+        insert_ignoring_conflicts(session, Page, rows, keys=["job_id", "index"])
+        session.execute(
+            update(Job).where(Job.id == job_id).values(
+                pages_total=len(indices), doc_kind=info.kind, source_key=job.source_key
+            )
+        )
+        page_ids = list(session.scalars(select(Page.id).where(Page.job_id == job_id, Page.status == "queued")))
+        job_states.mark_enqueued(session, page_ids=page_ids)
+    routing.publish_pages(ctx, page_ids=page_ids, lane=job.priority)
+    log.info("job split into pages", extra={"pages": len(indices), "published": len(page_ids)})
+
+
+def _fetch_url_source(ctx: WorkerContext, job: Job) -> str:
+    from common.netguard import fetch
+
+    s = ctx.settings
+    fetched = fetch(job.source_uri, allowlist=s.net_allowlist, max_bytes=s.max_upload_bytes,
+                    timeout_s=s.fetch_timeout_s, max_redirects=s.fetch_max_redirects)
+    key = source_key(tenant_id=job.tenant_id, job_id=job.id)
+    ctx.storage.put(key, fetched.content, content_type=fetched.content_type or "application/octet-stream")
+    with ctx.db.session() as session:
+        session.execute(update(Job).where(Job.id == job.id).values(source_key=key))
+    return key
+
+
+@dataclass(frozen=True)
+class Claimed:
+    page: Page
+    job: Job
+    attempts: int
+
+
+def process_page(ctx: WorkerContext, *, page_id: str) -> None:
+    """Render and read one page, write its result once, and close the job if it was the last."""
+    process_pages(ctx, page_ids=[page_id])
+
+
+def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
+    """Claim, render and read pages together (a same-size batch on the GPU); write each result once."""
+    claimed = [c for page_id in page_ids if (c := _claim(ctx, page_id=page_id))]
+    max_attempts = ctx.settings.page_retries + 1
+    outcomes: dict[str, job_states.PageOutcome] = {}
+    ready: list[tuple[Claimed, RenderedPage]] = []
+    for c in claimed:
+        bind_job(job_id=c.job.id, page=c.page.index + 1, page_id=c.page.id)
+        ctx.metrics.page_taken(lane=c.job.priority, enqueued_at=c.page.enqueued_at, started_at=c.page.started_at)
+        if c.attempts > max_attempts:
+            outcomes[c.page.id] = job_states.PageOutcome(
+                error=f"gave up after {max_attempts} attempts: the worker died or ran out of time on this page")
+            continue
+        try:
+            ready.append((c, render_page(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)))
+        except outages.OUTAGE_TYPES as exc:
+            if outages.outage_of(exc) and _within_outage_grace(ctx, c.job):
+                _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts, refund=True)
+                continue
+            what = outages.outage_of(exc) or "storage"
+            outcomes[c.page.id] = job_states.PageOutcome(
+                error=f"page {c.page.index + 1} could not be read: the {what} stayed unreachable")
+        except (DocumentRejected, ObjectMissing, NotGranted, OSError) as exc:
+            log.warning("page %d not rendered: %r", c.page.index + 1, exc)
+            outcomes[c.page.id] = job_states.PageOutcome(
+                error=f"page {c.page.index + 1} could not be rendered: {public_reason(exc)}")
+    if ready:
+        started = time.perf_counter()
+        results = ctx.engine.read([rendered.image for _, rendered in ready])
+        elapsed = time.perf_counter() - started
+        for (c, rendered), result in zip(ready, results, strict=True):
+            ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=result)
+            if _engine_down(ctx, result, c):
+                _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts, refund=True)
+            elif isinstance(result, EngineError) and result.retryable and c.attempts < max_attempts:
+                _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts)
+            else:
+                outcomes[c.page.id] = _outcome(result, rendered, text_layer=_text_layer(ctx, c, rendered, result))
+    _write_outcomes(ctx, [(c.page, outcomes[c.page.id]) for c in claimed if c.page.id in outcomes])
+
+
+def time_out_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
+    """Fail the pages of a task past its soft time limit that are still unwritten, and close their jobs."""
+    outcome = job_states.PageOutcome(error=f"timed out after {ctx.settings.task_soft_time_limit_s} s")
+    with ctx.db.session() as session:
+        pages = list(session.scalars(select(Page).where(Page.id.in_(page_ids))))
+    _write_outcomes(ctx, [(page, outcome) for page in pages])
+
+
+def _write_outcomes(ctx: WorkerContext, finished: list[tuple[Page, job_states.PageOutcome]]) -> None:
+    """Write each page's outcome once, count what was written, then close the pages' jobs."""
+    for page, outcome in finished:
+        bind_job(job_id=page.job_id, page=page.index + 1, page_id=page.id)
+        with ctx.db.session() as session:
+            written = job_states.finish_page(session, page_id=page.id, outcome=outcome)
+        if written:
+            page_written(ctx, outcome)
+    for job_id in dict.fromkeys(page.job_id for page, _ in finished):
+        close_job_if_done(ctx, job_id=job_id)
+
+
+def _claim(ctx: WorkerContext, *, page_id: str) -> Claimed | None:
+    """The page, its job and this attempt's number; None if it is not ours to read now."""
+    try:
+        with ctx.db.session() as session:
+            attempts = tenant_cap.claim_page(session, page_id=page_id, settings=ctx.settings, worker=ctx.worker)
+            if attempts is None:
+                return None
+            page = session.get(Page, page_id)
+            return Claimed(page=page, job=session.get(Job, page.job_id), attempts=attempts)
+    except tenant_cap.OverCap as over:
+        tenant_cap.defer(ctx, page_id=page_id, lane=over.lane)
+        return None
+
+
+# What a tenant reads for an engine failure: engine addresses and client errors stay in the worker's log.
+ENGINE_FAILURES = {
+    "oom": "the engine ran out of memory on this page",
+    "overloaded": "the engine stayed overloaded through every retry",
+    "unavailable": "no engine could be reached",
+    "timeout": "the engine did not answer in time",
+    "invalid": "the engine refused this page",
+}
+
+
+def _outcome(result: PageText | EngineError, rendered: RenderedPage, *,
+             text_layer: dict | None = None) -> job_states.PageOutcome:
+    size = {"width": rendered.width, "height": rendered.height}
+    if isinstance(result, EngineError):
+        log.warning("engine failed on the page: %s: %s", result.kind, result)
+        reason = ENGINE_FAILURES.get(result.kind, str(result) if result.kind == "repetition" else "the engine failed")
+        return job_states.PageOutcome(error=f"{result.kind}: {reason}", **size)
+    return job_states.PageOutcome(text=result.text, engine=result.engine, engine_url=result.details.get("url"),
+                                  model=result.model, seconds=result.seconds, rotation=result.rotation,
+                                  blocks=result.blocks, text_layer=text_layer, **size)
+
+
+def _text_layer(ctx: WorkerContext, c: Claimed, rendered: RenderedPage, result: PageText | EngineError) -> dict | None:
+    """Line boxes for a PDF result from an engine that reads without positions; only jobs that asked for one."""
+    if c.job.output != "pdf" or not isinstance(result, PageText) or result.blocks is not None or not result.text.strip():
+        return None
+    return ctx.line_detector.text_layer(rendered.image, result.text)
+
+
+def page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:
+    """Count and log a page whose result was just written (once, by the delivery that wrote it)."""
+    ctx.metrics.page_done("failed" if outcome.error else "succeeded")
+    if outcome.error:
+        log.warning("page failed: %s", outcome.error)
+    else:
+        log.info("page read", extra={"seconds": outcome.seconds, "chars": len(outcome.text or "")})
+
+
+def _engine_down(ctx: WorkerContext, result: PageText | EngineError, c: Claimed) -> bool:
+    """No engine answered at all: not the page's fault, so it waits for one without using up its attempts,
+    for as long as its job is younger than engine_outage_grace_s."""
+    if not (isinstance(result, EngineError) and result.kind == "unavailable"):
+        return False
+    return _within_outage_grace(ctx, c.job)
+
+
+def _within_outage_grace(ctx: WorkerContext, job: Job) -> bool:
+    """Work waits out an outage (engine, storage) without using attempts while its job is this young."""
+    return (utcnow() - job.created_at).total_seconds() < ctx.settings.engine_outage_grace_s
+
+
+def _retry_later(ctx: WorkerContext, *, page_id: str, lane: str, attempts: int, refund: bool = False) -> None:
+    with ctx.db.session() as session:
+        job_states.requeue_page(session, page_id=page_id, refund_attempt=refund)
+    ctx.metrics.page_done("retried")
+    log.info("page put back for a retry", extra={"attempts": attempts, "engine_down": refund})
+    countdown = ctx.settings.engine_outage_retry_s if refund else min(2**attempts, 60)
+    routing.publish_pages(ctx, page_ids=[page_id], lane=lane, countdown=countdown)
+
+
+def close_job_if_done(ctx: WorkerContext, *, job_id: str) -> None:
+    """Refresh the counts and, if no page is left, move the job to its final state exactly once."""
+    with ctx.db.session() as session:
+        job_states.refresh_counts(session, job_id=job_id)
+    store_large_result(ctx, job_id=job_id)
+    with ctx.db.session() as session:
+        status = job_states.complete_job_if_done(session, job_id=job_id)
+        delivery_id = status and webhooks.record_job_ended(session, settings=ctx.settings, job_id=job_id)
+    faults.reach(ctx.settings, "after_job_final")
+    webhooks.publish_recorded(ctx.app, ctx.settings, delivery_id)
+    if status:
+        job_finished(ctx, job_id=job_id, status=status)
