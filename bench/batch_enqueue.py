@@ -33,12 +33,13 @@ from sqlalchemy import func, select
 
 from api.app import create_app
 from common import migrate
+from common.batches.models import Batch
 from common.db import Database
-from common.models import Batch, Job
+from common.jobs.models import Job
+from common.queue.names import CONTROL_QUEUE, LISTING_QUEUE
 from common.settings import Settings
 from tests.support import seaweed
 from tests.support.stack import ROOT, settings_env
-from worker.celeryconfig import CONTROL_QUEUE, LISTING_QUEUE
 
 KEY = "ocrq_bench_batch_key_000000000000000000"
 

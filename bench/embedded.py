@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from common.documents import Limits, render_page  # noqa: E402
-from tests.common.hostile import text_page  # noqa: E402
+from tests.documents.hostile import text_page  # noqa: E402
 from tests.support.embedded import EmbeddedServer  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
 

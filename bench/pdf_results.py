@@ -3,7 +3,7 @@
 Usage: .venv/bin/python -m bench.pdf_results [--pages 8] [--runs 3]
 Draws one-column pages (1190x1540 px, a title and 14 lines), reads each with the CPU engine (text and
 blocks with line boxes), then times, per page, in one process and one run:
-  - markdown result: assembling the job's markdown (common.results.render);
+  - markdown result: assembling the job's markdown (common.jobs.results.render);
   - PDF result, CPU engine: the PDF built from the engine's lines (build_pdf over the whole document, and
     over its first page alone: the fixed cost of a document, mostly the layer's fonts);
   - PDF result, vLLM path: rapidocr's detector alone on the rendered page plus the word placement,
@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from common import results
 from common.documents import Limits
+from common.jobs import results
 from common.pdf_output import Line, PageLayer, build_pdf
 from tests.support.pdf_checks import draw_page
 from worker.engines.cpu import CpuEngine
-from worker.line_boxes import LineDetector
+from worker.engines.line_boxes import LineDetector
 
 LINES = ["The invoice is due within thirty days of delivery.", "La facture est payable à réception.",
          "Die Rechnung ist binnen vierzehn Tagen fällig.", "Fakturaen forfalder inden for tredive dage.",

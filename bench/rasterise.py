@@ -23,7 +23,7 @@ from PIL import Image
 from common.documents import Limits, images, pdf, render_page
 from common.documents.isolation import run_isolated
 from common.documents.kinds import sniff_file
-from tests.common import hostile
+from tests.documents import hostile
 
 SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "samples"
 LIMITS = Limits()

@@ -187,7 +187,7 @@ EOF
 if ! timeout 300 "$PY" "$svc/reqcheck.py" "$stash/wheels" "$site" fix; then
   timeout 120 "$PY" "$svc/reqcheck.py" "$stash/wheels" "$site" || say "WARNING: requirements above are not met"
 fi
-timeout 180 "$PY" -c "import api.app, cli.main, worker.run, worker.tasks, worker.gpu_tasks, worker.engines.vllm, psycopg
+timeout 180 "$PY" -c "import api.app, cli.main, worker.run, worker.jobs.tasks, worker.batches.tasks, worker.webhooks.tasks, worker.queue.tasks, worker.engines.vllm, psycopg
 import celery, kombu, sqlalchemy, fastapi, pydantic, boto3, PIL, pypdfium2, uvicorn
 print('imports ok:', ', '.join(f'{m.__name__} {m.__version__}' for m in
       (celery, kombu, sqlalchemy, fastapi, pydantic, boto3, PIL, psycopg, uvicorn)))" \

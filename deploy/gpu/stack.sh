@@ -115,7 +115,7 @@ sys.exit(0 if {'engine_extra_body', 'engine_guard_repetition'} <= set(S.model_fi
     || say "WARNING: this ocrq has no OCRQ_ENGINE_EXTRA_BODY / OCRQ_ENGINE_GUARD_REPETITION: output is not forced"
 fi
 
-queues() { timeout 60 "$PY" -c "import sys; from worker.buckets import gpu_worker_queues
+queues() { timeout 60 "$PY" -c "import sys; from common.queue.names import gpu_worker_queues
 print(','.join(gpu_worker_queues(*sys.argv[1:])))" "$@"; }
 q_interactive=$(queues interactive) && q_bulk=$(queues bulk) && q_all=$(queues) || { echo "cannot import ocrq"; exit 1; }
 if NO_COLOR=1 TERM=dumb COLUMNS=200 timeout 60 "$PY" -m cli.main worker --help 2>/dev/null | grep -q -- '--lane'; then
