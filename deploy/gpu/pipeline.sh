@@ -5,7 +5,8 @@
 #          ipc lanes share4 own4                      (issue 4 and the end-to-end figure of issue 9)
 #          mps mps100 mps70 nomps                     (issue 4's lanes with and without CUDA MPS; holder killed)
 #          anatomy block pair pairfp8 fp8steady      (issue 9: where a page's time goes; block size; two engines)
-#          decode2 agree xqa                          (issue 21: FA3 vs FlashInfer decoding; fp8 vs bf16 greedy tokens)
+#          decode2 agree xqa prefill2                 (issue 21: FA3 vs FlashInfer decoding; fp8 vs bf16 greedy tokens;
+#                                                     encoder + prefill profiled, rotary eager and fused)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -229,6 +230,13 @@ step_xqa() {  # fp8 through FLASHINFER with the XQA decode kernel. vLLM 0.26 rou
   # believes FlashInfer's cubins can be had (artifactory reachable, or flashinfer-cubin installed); offline it fell
   # back to FlashInfer's native decode (session 6). XQA itself is JIT-compiled from source and needs no cubin.
   VLLM_HAS_FLASHINFER_CUBIN=1 READY_S=420 agree_engine agree-fp8-xqa 1 --kv-cache-dtype fp8 --attention-backend FLASHINFER
+}
+
+step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eager then fused, one in-process engine
+  say "encoder + prefill profile, rotary eager and fused (bench/gpu_prefill_profile.py)"
+  VLLM_ENABLE_V1_MULTIPROCESSING=0 timeout 300 python3 bench/gpu_prefill_profile.py --model "$model_dir" --pages 60 \
+    --out "$results" --tables "$run" 2> "$run/logs/prefill2.err" | cut -c1-600 | tee -a "$run/progress.txt"
+  tail -n 3 "$run/logs/prefill2.err" | cut -c1-300 | tee -a "$run/progress.txt"
 }
 
 pair() {  # pair LABEL [ocrq engine options...]: two bulk engines on one weight copy, under MPS
