@@ -82,3 +82,10 @@ class Page(Base):
     claimed_by: Mapped[str | None] = mapped_column(String(200))
 
     job: Mapped[Job] = relationship(back_populates="pages")
+
+
+def page_rows(job_id: str, indices: list[int], sizes: tuple[tuple[int, int], ...]) -> list[dict]:
+    """The page rows of a job split into these pages, with ids made from the job's, so splitting twice adds none;
+    each with its expected rendered size, by which GPU pages are routed (rendering overwrites it)."""
+    return [{"id": f"{job_id[:16]}{i:016x}", "job_id": job_id, "index": i, "width": sizes[i][0],
+             "height": sizes[i][1]} for i in indices]

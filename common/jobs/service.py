@@ -8,14 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from botocore.exceptions import ParamValidationError
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from common import faults
-from common.documents import DocumentRejected, PageRangeError, inspect, parse_page_ranges
+from common.documents import DocumentInfo, DocumentRejected, PageRangeError, inspect, parse_page_ranges
 from common.errors import NotFound, Rejected
+from common.jobs import ending
 from common.jobs import states as job_states
-from common.jobs.models import Job, Page
+from common.jobs.models import Job, Page, page_rows
 from common.jobs.schemas import JobOptions
 from common.netguard import UrlRefused, check_url
 from common.object_keys import source_key
@@ -24,7 +25,6 @@ from common.queue import publish as dispatch
 from common.services import Services
 from common.storage import ObjectMissing, head_object
 from common.tenancy.s3_grants import InvalidLocation, NotGranted, S3Location, UnknownProfile, grant_for
-from common.webhooks import service as webhooks
 
 log = logging.getLogger("ocrq.jobs")
 
@@ -50,9 +50,9 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
     """
     job_id = new_id()
     _check_outbound(svc, options.webhook_url, field="webhook_url")
-    key, doc_kind, size, profile = None, None, None, None
+    key, info, pages, size, profile = None, None, [], None, None
     if source.kind == "upload":
-        doc_kind = _check_document(svc, source.path, options.pages)
+        info, pages = _check_document(svc, source.path, options.pages)
         key = source_key(tenant_id=tenant_id, job_id=job_id)
         size = source.path.stat().st_size
         with source.path.open("rb") as body:
@@ -64,13 +64,15 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
         profile = _check_s3_object(svc, tenant_id=tenant_id, uri=source.uri, profile=source.profile)
     job = Job(
         id=job_id, tenant_id=tenant_id, status="queued", source_kind=source.kind, source_uri=source.uri,
-        source_key=key, source_profile=profile, filename=source.filename, doc_kind=doc_kind, size_bytes=size, pages_spec=options.pages,
-        output=options.output, priority=options.priority, webhook_url=options.webhook_url, meta=options.metadata,
-        enqueued_at=utcnow(),
+        source_key=key, source_profile=profile, filename=source.filename, doc_kind=info and info.kind,
+        size_bytes=size, pages_spec=options.pages, output=options.output, priority=options.priority,
+        webhook_url=options.webhook_url, meta=options.metadata, enqueued_at=utcnow(), pages_total=len(pages),
     )
     with svc.db.session() as session:
         session.add(job)
         session.flush()
+        if pages:  # inspected here, so the worker need not open the document again to split it
+            session.execute(insert(Page), page_rows(job_id, pages, info.page_sizes))
         if record:
             record(session, job)
         faults.reach(svc.settings, "after_row")
@@ -83,15 +85,14 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
     return job
 
 
-def _check_document(svc: Services, path: Path, pages: str | None) -> str:
+def _check_document(svc: Services, path: Path, pages: str | None) -> tuple[DocumentInfo, list[int]]:
     try:
         info = inspect(path, limits=svc.limits)
-        parse_page_ranges(pages, info.page_count)
+        return info, parse_page_ranges(pages, info.page_count)
     except DocumentRejected as exc:
         raise Rejected(REJECTION_STATUS.get(exc.code, 422), str(exc), code=exc.code) from exc
     except PageRangeError as exc:
         raise Rejected(422, str(exc), code="invalid_pages") from exc
-    return info.kind
 
 
 def _check_outbound(svc: Services, url: str | None, *, field: str) -> None:
@@ -148,9 +149,10 @@ def cancel(svc: Services, *, tenant_id: str, job_id: str) -> Job:
     """Cancel a job not yet finished; canceling a finished job changes nothing."""
     with svc.db.session() as session:
         get_job(session, tenant_id=tenant_id, job_id=job_id)
-        canceled = job_states.cancel_job(session, job_id=job_id)
-        job_states.refresh_counts(session, job_id=job_id)
-        delivery_id = canceled and webhooks.record_job_ended(session, settings=svc.settings, job_id=job_id)
-    webhooks.publish_recorded(svc.celery, svc.settings, delivery_id)
+        if job_states.cancel_job(session, job_id=job_id):
+            ended = ending.record_end(session, settings=svc.settings, job_id=job_id, status="canceled")
+        else:
+            ended = None
+    ending.announce(svc.celery, svc.settings, ended)
     with svc.db.session() as session:
         return get_job(session, tenant_id=tenant_id, job_id=job_id)

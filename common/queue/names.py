@@ -20,6 +20,7 @@ OCR_PAGE = "ocrq.ocr_page"
 GPU_TASK_PREFIX = "ocrq.gpu_pages."
 LIST_BATCH = "ocrq.list_batch"
 FINISH_BATCH = "ocrq.finish_batch"
+ITEM_ENDED = "ocrq.item_ended"
 DELIVER_WEBHOOK = "ocrq.deliver_webhook"
 # Periodic: the sweepers and retention, sent by the one elected scheduler.
 REQUEUE_STALE = "ocrq.requeue_stale"

@@ -8,6 +8,7 @@ from common.queue.names import (
     CONTROL_QUEUE,
     DELIVER_WEBHOOK,
     FINISH_BATCH,
+    ITEM_ENDED,
     LIST_BATCH,
     LISTING_QUEUE,
     OCR_PAGE,
@@ -42,6 +43,10 @@ def publish_prepares(app: Celery, *, job_ids: list[str], lane: str = "bulk") -> 
 
 def publish_list_batch(app: Celery, *, batch_id: str) -> None:
     app.send_task(LIST_BATCH, args=[batch_id], queue=LISTING_QUEUE)
+
+
+def publish_item_ended(app: Celery, *, job_id: str) -> None:
+    app.send_task(ITEM_ENDED, args=[job_id], queue=CONTROL_QUEUE)
 
 
 def publish_finish_batch(app: Celery, *, batch_id: str) -> None:

@@ -64,7 +64,7 @@ def finished_job(stack, *, url: str, status: str = "succeeded", tenant: str = "t
 
 
 def notify(stack, job_id: str) -> str | None:
-    """What the worker's job_finished does for webhooks."""
+    """The job.<status> event of a job that ended, recorded and sent as the end of a job does."""
     svc = stack.services
     return webhooks.notify_job_ended(db=svc.db, celery=svc.celery, settings=stack.settings, job_id=job_id)
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from celery import shared_task
+from sqlalchemy import select
 
+from common.jobs.ending import JobEnded
+from common.jobs.models import Job
+from common.jobs.states import JOB_TERMINAL
 from common.queue import names
 from worker.batches import listing, results, sweeper
 from worker.context import context_of
+from worker.jobs.ending import close_item
 from worker.queue.tasks import RETRY_OUTAGES
 
 
@@ -23,3 +28,13 @@ def finish_batch(self, batch_id: str) -> None:
 @shared_task(name=names.SWEEP_BATCHES, bind=True)
 def sweep_batches(self) -> dict[str, int]:
     return sweeper.sweep(context_of(self.app))
+
+
+@shared_task(name=names.ITEM_ENDED, bind=True, **RETRY_OUTAGES)
+def item_ended(self, job_id: str) -> None:
+    """A batch job ended outside a worker (canceled through the API): record its item."""
+    ctx = context_of(self.app)
+    with ctx.db.session() as session:
+        status = session.scalar(select(Job.status).where(Job.id == job_id))
+    if status in JOB_TERMINAL:
+        close_item(ctx, JobEnded(job_id=job_id, status=status, batch_id=None, delivery_id=None))

@@ -1,89 +1,74 @@
-"""What happens once when a job reaches its final state."""
+"""A job's end on the worker: closing it after its last page, failing it, and its batch item afterwards."""
 
 from __future__ import annotations
 
-import logging
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session
 
-from sqlalchemy import exists, func, select, update
-
-from common.documents import DocumentRejected
-from common.jobs import results
+from common import faults
+from common.jobs import ending
 from common.jobs import states as job_states
+from common.jobs.ending import JobEnded
 from common.jobs.models import Job, Page
-from common.object_keys import result_prefix
-from common.pdf_output import job_pdf
-from common.storage import ObjectMissing
-from common.webhooks import service as webhooks
 from worker.batches import results as batch_results
 from worker.context import WorkerContext
+from worker.jobs.results import needs_storing, store_result
 
-log = logging.getLogger("ocrq.jobs")
 
+def close_in(session: Session, ctx: WorkerContext, *, job_id: str) -> JobEnded | bool | None:
+    """In the transaction that wrote a page: refresh the job's counts and end it if no page is left.
 
-def store_large_result(ctx: WorkerContext, *, job_id: str) -> None:
-    """Once every page is done, put a result too large to serve inline, or a PDF, into object storage.
-
-    Runs before the job is marked succeeded, so a client never sees it finished without its link;
-    two closers racing write the same objects, which is harmless. A job that asked for a PDF and cannot
-    have one (its source unreadable now) fails with the reason.
+    The job's row is locked after the page's own update, so of two last pages finishing at once the second waits
+    for the first to commit and then sees every page done. Returns what ended, True when the job's result must be
+    stored before it may end (outside this transaction), or None.
     """
-    with ctx.db.session() as session:
-        # Cheap checks first: this runs after every page, and only the last one needs the pages' text.
-        job = session.get(Job, job_id)
-        if job.status != "running" or session.scalar(select(exists().where(
-                Page.job_id == job_id, Page.status.in_(job_states.PAGE_ACTIVE)))):
-            return
-        size = session.scalar(select(func.coalesce(func.sum(func.length(Page.text)), 0)).where(Page.job_id == job_id))
-        if size <= ctx.settings.inline_result_bytes and job.output != "pdf":
-            return
-        pages = list(session.scalars(select(Page).where(Page.job_id == job_id)))
-    prefix = result_prefix(tenant_id=job.tenant_id, job_id=job_id)
-    if job.output == "pdf" and not _store_pdf(ctx, job=job, pages=pages, key=results.object_key(prefix, "pdf")):
-        return
-    for fmt in results.TEXT_FORMATS:
-        body = results.render(job, pages, fmt, status="succeeded").encode()
-        ctx.storage.put(results.object_key(prefix, fmt), body, content_type=results.MEDIA_TYPES[fmt])
-    with ctx.db.session() as session:
-        session.execute(update(Job).where(Job.id == job_id).values(result_key=prefix))
+    job = session.scalar(select(Job).where(Job.id == job_id).with_for_update()
+                         .execution_options(populate_existing=True))
+    if job is None or job.status != "running" or session.scalar(select(exists().where(
+            Page.job_id == job_id, Page.status.in_(job_states.PAGE_ACTIVE)))):
+        job_states.refresh_counts(session, job_id=job_id)
+        return None
+    if needs_storing(session, settings=ctx.settings, job=job):
+        job_states.refresh_counts(session, job_id=job_id)
+        return True
+    status = job_states.complete_job_if_done(session, job_id=job_id)
+    return status and ending.record_end(session, settings=ctx.settings, job_id=job_id, status=status)
 
 
-def _store_pdf(ctx: WorkerContext, *, job: Job, pages: list[Page], key: str) -> bool:
-    try:
-        body = job_pdf(job, pages, source=ctx.sources.path(job), limits=ctx.limits)
-    except (DocumentRejected, ObjectMissing, OSError) as exc:
-        reason = f"the searchable PDF could not be built: {public_reason(exc)}"
-        log.warning("%s (%r)", reason, exc)
-        fail_job(ctx, job_id=job.id, reason=reason)
-        return False
-    ctx.storage.put(key, body, content_type=results.MEDIA_TYPES["pdf"])
-    return True
+def close_job_if_done(ctx: WorkerContext, *, job_id: str) -> None:
+    """End the job if no page is left (its stored result first), exactly once; for callers holding no transaction."""
+    with ctx.db.session() as session:
+        closed = close_in(session, ctx, job_id=job_id)
+    finish_closing(ctx, job_id=job_id, closed=closed)
+
+
+def finish_closing(ctx: WorkerContext, *, job_id: str, closed: JobEnded | bool | None) -> None:
+    """After the page's commit: store the result if it must be, end the job, and announce its end."""
+    if closed is True:
+        if reason := store_result(ctx, job_id=job_id):
+            fail_job(ctx, job_id=job_id, reason=reason)
+            return
+        with ctx.db.session() as session:
+            closed = close_in(session, ctx, job_id=job_id)
+    if isinstance(closed, JobEnded):
+        faults.reach(ctx.settings, "after_job_final")
+        ending.announce(ctx.app, ctx.settings, closed, close_item=lambda ended: close_item(ctx, ended))
 
 
 def fail_job(ctx: WorkerContext, *, job_id: str, reason: str) -> None:
     """Fail a job not yet ended, its webhook event in the same commit; then the once-only follow-up."""
     with ctx.db.session() as session:
         failed = job_states.fail_job(session, job_id=job_id, reason=reason)
-        delivery_id = failed and webhooks.record_job_ended(session, settings=ctx.settings, job_id=job_id)
-    webhooks.publish_recorded(ctx.app, ctx.settings, delivery_id)
-    if failed:
-        job_finished(ctx, job_id=job_id, status="failed")
+        ended = failed and ending.record_end(session, settings=ctx.settings, job_id=job_id, status="failed")
+    ending.announce(ctx.app, ctx.settings, ended or None, close_item=lambda ended: close_item(ctx, ended))
 
 
-def public_reason(exc: Exception) -> str:
-    """What the tenant is told: the document's problem in a sentence, never a path or a repr from this worker."""
-    if isinstance(exc, OSError):
-        return "the document could not be read on the worker"
-    return str(exc) or exc.__class__.__name__
-
-
-def job_finished(ctx: WorkerContext, *, job_id: str, status: str) -> None:
-    """Runs once after a job reached its final state (its webhook event committed with it): batch bookkeeping.
+def close_item(ctx: WorkerContext, ended: JobEnded) -> None:
+    """A batch job's item: its result under the output prefix and its record, once.
 
     A crash before this runs is made good by the batch sweeper, which finishes items of ended jobs.
     """
     with ctx.db.session() as session:
-        job = session.get(Job, job_id)
-        pages = list(session.scalars(select(Page).where(Page.job_id == job_id)))
-    log.info("job finished", extra={"job_id": job_id, "status": status})
-    if job.batch_id:
-        batch_results.item_finished(ctx, job=job, pages=pages, status=status)
+        job = session.get(Job, ended.job_id)
+        pages = list(session.scalars(select(Page).where(Page.job_id == ended.job_id)))
+    batch_results.item_finished(ctx, job=job, pages=pages, status=ended.status)

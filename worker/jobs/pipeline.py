@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import select, update
 
-from common import faults, outages
+from common import outages
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
 from common.jobs import states as job_states
-from common.jobs.models import Job, Page
+from common.jobs.models import Job, Page, page_rows
 from common.log_format import bind_job
 from common.netguard import FetchError
 from common.object_keys import source_key
@@ -20,23 +20,35 @@ from common.queue import publish as dispatch
 from common.sql import insert_ignoring_conflicts
 from common.storage import ObjectMissing
 from common.tenancy.s3_grants import NotGranted
-from common.webhooks import service as webhooks
 from worker.context import WorkerContext
 from worker.engines.base import EngineError, PageText
 from worker.jobs import routing, tenant_cap
-from worker.jobs.ending import fail_job, job_finished, public_reason, store_large_result
+from worker.jobs.ending import close_in, fail_job, finish_closing
+from worker.jobs.reasons import public_reason
 
 log = logging.getLogger("ocrq.pipeline")
 
 
 def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
-    """Inspect the document, create one page row per selected page, and publish them."""
+    """Split the job into page rows (an upload was split at submit), then publish its queued pages."""
     bind_job(job_id=job_id)
     with ctx.db.session() as session:
         job = session.get(Job, job_id)
         if job is None or job.status not in job_states.JOB_ACTIVE:
             return
         job_states.start_job(session, job_id=job_id)
+    if not job.pages_total and not _split(ctx, job):
+        return
+    with ctx.db.session() as session:
+        queued = session.execute(select(Page.id, Page.width, Page.height)
+                                 .where(Page.job_id == job_id, Page.status == "queued")).all()
+        job_states.mark_enqueued(session, page_ids=[page_id for page_id, _, _ in queued])
+    routing.route_pages(ctx, sizes={page_id: (width, height) for page_id, width, height in queued}, lane=job.priority)
+    log.info("job split into pages", extra={"published": len(queued)})
+
+
+def _split(ctx: WorkerContext, job: Job) -> bool:
+    """Fetch and inspect a document the service has not seen yet, and create its page rows; False if it cannot."""
     try:
         if job.source_kind == "url" and not job.source_key:
             job.source_key = _fetch_url_source(ctx, job)
@@ -48,28 +60,19 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
             raise
         # Storage unreachable: the job stays running without pages; try again later, as for an engine outage.
         log.warning("storage unreachable; the job is split later: %s", exc.__class__.__name__)
-        dispatch.publish_prepare(ctx.app, job_id=job_id, lane=job.priority,
+        dispatch.publish_prepare(ctx.app, job_id=job.id, lane=job.priority,
                                  countdown=ctx.settings.engine_outage_retry_s)
-        return
+        return False
     except (DocumentRejected, PageRangeError, ObjectMissing, FetchError, NotGranted, OSError, ValueError) as exc:
         reason = public_reason(exc)
         log.warning("job rejected: %s (%r)", reason, exc)
-        fail_job(ctx, job_id=job_id, reason=reason)
-        return
+        fail_job(ctx, job_id=job.id, reason=reason)
+        return False
     with ctx.db.session() as session:
-        # The expected rendered size routes GPU pages to a size bucket; rendering overwrites it.
-        rows = [{"id": f"{job_id[:16]}{i:016x}", "job_id": job_id, "index": i, "width": info.page_sizes[i][0],
-                 "height": info.page_sizes[i][1]} for i in indices]
-        insert_ignoring_conflicts(session, Page, rows, keys=["job_id", "index"])
-        session.execute(
-            update(Job).where(Job.id == job_id).values(
-                pages_total=len(indices), doc_kind=info.kind, source_key=job.source_key
-            )
-        )
-        page_ids = list(session.scalars(select(Page.id).where(Page.job_id == job_id, Page.status == "queued")))
-        job_states.mark_enqueued(session, page_ids=page_ids)
-    routing.publish_pages(ctx, page_ids=page_ids, lane=job.priority)
-    log.info("job split into pages", extra={"pages": len(indices), "published": len(page_ids)})
+        insert_ignoring_conflicts(session, Page, page_rows(job.id, indices, info.page_sizes), keys=["job_id", "index"])
+        session.execute(update(Job).where(Job.id == job.id).values(
+            pages_total=len(indices), doc_kind=info.kind, source_key=job.source_key))
+    return True
 
 
 def _fetch_url_source(ctx: WorkerContext, job: Job) -> str:
@@ -114,7 +117,7 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
             ready.append((c, render_page(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)))
         except outages.OUTAGE_TYPES as exc:
             if outages.outage_of(exc) and _within_outage_grace(ctx, c.job):
-                _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts, refund=True)
+                _retry_later(ctx, c, refund=True)
                 continue
             what = outages.outage_of(exc) or "storage"
             outcomes[c.page.id] = job_states.PageOutcome(
@@ -130,9 +133,9 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
         for (c, rendered), result in zip(ready, results, strict=True):
             ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=result)
             if _engine_down(ctx, result, c):
-                _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts, refund=True)
+                _retry_later(ctx, c, refund=True)
             elif isinstance(result, EngineError) and result.retryable and c.attempts < max_attempts:
-                _retry_later(ctx, page_id=c.page.id, lane=c.job.priority, attempts=c.attempts)
+                _retry_later(ctx, c)
             else:
                 outcomes[c.page.id] = _outcome(result, rendered, text_layer=_text_layer(ctx, c, rendered, result))
     _write_outcomes(ctx, [(c.page, outcomes[c.page.id]) for c in claimed if c.page.id in outcomes])
@@ -147,15 +150,15 @@ def time_out_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
 
 
 def _write_outcomes(ctx: WorkerContext, finished: list[tuple[Page, job_states.PageOutcome]]) -> None:
-    """Write each page's outcome once, count what was written, then close the pages' jobs."""
+    """Write each page's outcome once, and in the same transaction close its job if it was the last."""
     for page, outcome in finished:
         bind_job(job_id=page.job_id, page=page.index + 1, page_id=page.id)
         with ctx.db.session() as session:
             written = job_states.finish_page(session, page_id=page.id, outcome=outcome)
+            closed = close_in(session, ctx, job_id=page.job_id)
         if written:
             page_written(ctx, outcome)
-    for job_id in dict.fromkeys(page.job_id for page, _ in finished):
-        close_job_if_done(ctx, job_id=job_id)
+        finish_closing(ctx, job_id=page.job_id, closed=closed)
 
 
 def _claim(ctx: WorkerContext, *, page_id: str) -> Claimed | None:
@@ -223,24 +226,11 @@ def _within_outage_grace(ctx: WorkerContext, job: Job) -> bool:
     return (utcnow() - job.created_at).total_seconds() < ctx.settings.engine_outage_grace_s
 
 
-def _retry_later(ctx: WorkerContext, *, page_id: str, lane: str, attempts: int, refund: bool = False) -> None:
+def _retry_later(ctx: WorkerContext, c: Claimed, *, refund: bool = False) -> None:
     with ctx.db.session() as session:
-        job_states.requeue_page(session, page_id=page_id, refund_attempt=refund)
+        job_states.requeue_page(session, page_id=c.page.id, refund_attempt=refund)
     ctx.metrics.page_done("retried")
-    log.info("page put back for a retry", extra={"attempts": attempts, "engine_down": refund})
-    countdown = ctx.settings.engine_outage_retry_s if refund else min(2**attempts, 60)
-    routing.publish_pages(ctx, page_ids=[page_id], lane=lane, countdown=countdown)
-
-
-def close_job_if_done(ctx: WorkerContext, *, job_id: str) -> None:
-    """Refresh the counts and, if no page is left, move the job to its final state exactly once."""
-    with ctx.db.session() as session:
-        job_states.refresh_counts(session, job_id=job_id)
-    store_large_result(ctx, job_id=job_id)
-    with ctx.db.session() as session:
-        status = job_states.complete_job_if_done(session, job_id=job_id)
-        delivery_id = status and webhooks.record_job_ended(session, settings=ctx.settings, job_id=job_id)
-    faults.reach(ctx.settings, "after_job_final")
-    webhooks.publish_recorded(ctx.app, ctx.settings, delivery_id)
-    if status:
-        job_finished(ctx, job_id=job_id, status=status)
+    log.info("page put back for a retry", extra={"attempts": c.attempts, "engine_down": refund})
+    countdown = ctx.settings.engine_outage_retry_s if refund else min(2**c.attempts, 60)
+    routing.route_pages(ctx, sizes={c.page.id: (c.page.width, c.page.height)}, lane=c.job.priority,
+                        countdown=countdown)

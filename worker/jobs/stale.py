@@ -23,7 +23,7 @@ from common.queue.depth import broker_snapshot
 from common.queue.names import gpu_worker_queues, page_queue, prepare_queue
 from worker.context import WorkerContext
 from worker.jobs import routing
-from worker.jobs.pipeline import close_job_if_done
+from worker.jobs.ending import close_job_if_done
 
 log = logging.getLogger("ocrq.sweeper")
 BATCH = 1000
@@ -66,7 +66,7 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
         if not any(depths.get(queue, 0) for queue in (page_queue(lane), *gpu_worker_queues(lane))):
             with ctx.db.session() as session:
                 job_states.mark_enqueued(session, page_ids=ids)
-            routing.publish_pages(ctx, page_ids=ids, lane=lane)
+            routing.route_stored_pages(ctx, page_ids=ids, lane=lane)
             counts["pages"] += len(ids)
     for job_id in orphans:
         close_job_if_done(ctx, job_id=job_id)

@@ -78,4 +78,4 @@ def defer(ctx: WorkerContext, *, page_id: str, lane: str) -> None:
     with ctx.db.session() as session:
         job_states.mark_enqueued(session, page_ids=[page_id])
     countdown = ctx.settings.tenant_defer_s * (1 + random.random() / 2)
-    routing.publish_pages(ctx, page_ids=[page_id], lane=lane, countdown=countdown)
+    routing.route_stored_pages(ctx, page_ids=[page_id], lane=lane, countdown=countdown)

@@ -153,7 +153,7 @@ def _publish(ctx, page_ids: list[str]) -> int:
     for page_id, lane in lanes:
         by_lane[lane].append(page_id)
     for lane, ids in by_lane.items():
-        routing.publish_pages(ctx, page_ids=ids, lane=lane)
+        routing.route_stored_pages(ctx, page_ids=ids, lane=lane)
     return len(page_ids)
 
 
