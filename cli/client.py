@@ -12,6 +12,10 @@ from common.settings import get_settings
 
 RATE_LIMIT_RETRIES = 10
 FALLBACK_URL = "http://127.0.0.1:8000"
+# The client's own settings, read here and nowhere else: which server the CLI talks to and with which key. They
+# are not the service's (common.settings), which the CLI reads only for OCRQ_HOME, where `ocrq serve` left both.
+URL_ENV = "OCRQ_URL"
+KEY_ENV = "OCRQ_API_KEY"
 
 
 class ClientError(Exception):
@@ -33,14 +37,14 @@ def url_file() -> Path:
 
 def default_url() -> str:
     """OCRQ_URL, else the URL the last `ocrq serve` of this OCRQ_HOME recorded, else port 8000 on loopback."""
-    if url := os.environ.get("OCRQ_URL"):
+    if url := os.environ.get(URL_ENV):
         return url
     path = url_file()
     return (path.read_text().strip() if path.exists() else "") or FALLBACK_URL
 
 
 def default_key() -> str | None:
-    if key := os.environ.get("OCRQ_API_KEY"):
+    if key := os.environ.get(KEY_ENV):
         return key
     path = key_file()
     return path.read_text().strip() if path.exists() else None

@@ -18,11 +18,12 @@ app.add_typer(keys_app, name="keys")
 webhooks_app = typer.Typer(help="Webhook signing secrets.", no_args_is_help=True)
 app.add_typer(webhooks_app, name="webhooks")
 
+# Without --url or --key, cli.client reads OCRQ_URL and OCRQ_API_KEY (the client's settings, read only there).
 UrlOpt = Annotated[str | None, typer.Option(
-    envvar="OCRQ_URL", help="Base URL of the ocrq API (default: the one `ocrq serve` recorded, else :8000).")]
+    help="Base URL of the ocrq API (default: OCRQ_URL, else the one `ocrq serve` recorded, else :8000).")]
 FormatOpt = Annotated[str, typer.Option("--output", "--format",
                                         help="markdown, text, json or pdf (a searchable PDF, saved with --out).")]
-KeyOpt = Annotated[str | None, typer.Option(envvar="OCRQ_API_KEY", help="API key (default: the one `serve` saved).")]
+KeyOpt = Annotated[str | None, typer.Option(help="API key (default: OCRQ_API_KEY, else the one `serve` saved).")]
 
 
 def _loopback_only_if_open(host: str) -> None:
@@ -75,11 +76,15 @@ def worker(
                     typer.Option(help="With --gpu: serve only this priority lane, through its engines.")] = "all",
 ) -> None:
     """Run a Celery worker."""
-    from worker.run import run_worker
+    from worker.metrics_dir import prepare_multiprocess
 
     if lane != "all" and not gpu:
         raise typer.BadParameter("--lane needs --gpu", param_hint="--lane")
     settings = get_settings()
+    # Prometheus' multiprocess mode is chosen when prometheus_client is imported: the folder goes first.
+    prepare_multiprocess(settings)
+    from worker.run import run_worker
+
     run_worker(settings, queues=queues.split(",") if queues else None,
                concurrency=concurrency or settings.worker_concurrency, beat=beat, pool=pool,
                gpu=gpu, lane=lane)

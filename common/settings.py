@@ -1,4 +1,8 @@
-"""The one settings object: every OCRQ_* environment variable is read here."""
+"""The one settings object: every OCRQ_* environment variable of the service is read here.
+
+Apart: the CLI's client settings (OCRQ_URL, OCRQ_API_KEY in cli/client.py) and the vLLM plugin's, which runs
+inside vLLM and imports nothing of the service (ocrq_vllm_plugin/env.py).
+"""
 
 from __future__ import annotations
 
@@ -165,6 +169,8 @@ class Settings(BaseSettings):
 
     # Tests only: the name of a crash point (common/faults.py) where the process kills itself.
     fault_point: str = ""
+    # Tests only: a fault the CPU engine server (worker/engines/server_cpu.py) starts with, "mode[:count]", e.g. "503:2".
+    cpu_engine_faults: str = ""
 
     log_level: str = "INFO"
     # json: one object a line, with job_id, page and task_id on every line about a job; text: for a terminal.

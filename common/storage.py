@@ -13,6 +13,7 @@ from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from common.files import write_atomically
 from common.settings import Settings
 
 
@@ -101,13 +102,7 @@ class FileStorage:
     def put(self, key: str, data: bytes | BinaryIO, *, content_type: str = "application/octet-stream") -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".part")
-        with tmp.open("wb") as out:
-            if isinstance(data, bytes):
-                out.write(data)
-            else:
-                shutil.copyfileobj(data, out)
-        tmp.replace(path)
+        write_atomically(path, data)
 
     def download(self, key: str, dest: Path) -> None:
         try:

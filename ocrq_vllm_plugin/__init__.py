@@ -6,9 +6,7 @@ are registered in engines that `ocrq engine` starts to share one GPU's weights (
 
 from __future__ import annotations
 
-import os
-
-from ocrq_vllm_plugin.holder import SHARED_DIR_ENV
+from ocrq_vllm_plugin.env import current_env
 
 
 def register() -> None:
@@ -16,9 +14,10 @@ def register() -> None:
     from vllm.logger import init_logger
 
     log = init_logger("vllm.ocrq_vllm_plugin")
-    if os.environ.get(SHARED_DIR_ENV):
+    env = current_env()
+    if env.shared_dir:
         import ocrq_vllm_plugin.shared_weights  # noqa: F401  (registers the load formats)
-    if os.environ.get("OCRQ_ENCODER_PLUGIN", "1") == "0":
+    if not env.encoder_plugin:
         log.info("ocrq encoder plugin disabled by OCRQ_ENCODER_PLUGIN=0")
         return
     from ocrq_vllm_plugin.pixtral_attention import patch_pixtral

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-SHARED_DIR_ENV = "OCRQ_SHARED_WEIGHTS_DIR"
-# The load format the holder reads the checkpoint with (vLLM's own; default auto).
-HOLDER_LOAD_FORMAT_ENV = "OCRQ_HOLDER_LOAD_FORMAT"
+from ocrq_vllm_plugin.env import SHARED_DIR_ENV, current_env
+
 HANDLES = "handles.pkl"
 # Exit status of an attached engine whose holder died: the launcher restarts holder then readers.
 HOLDER_LOST_EXIT = 75
@@ -54,10 +53,10 @@ def process_start_ticks(pid: int) -> int | None:
 
 
 def shared_dir() -> Path:
-    value = os.environ.get(SHARED_DIR_ENV)
-    if not value:
+    value = current_env().shared_dir
+    if value is None:
         raise RuntimeError(f"{SHARED_DIR_ENV} is not set; `ocrq engine --share-weights` sets it for each GPU")
-    return Path(value)
+    return value
 
 
 def write_atomically(path: Path, data: bytes) -> None:

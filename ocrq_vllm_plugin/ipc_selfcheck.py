@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 
-from ocrq_vllm_plugin.holder import HOLDER_LOST_EXIT, SHARED_DIR_ENV
+from ocrq_vllm_plugin.env import SHARED_DIR_ENV
+from ocrq_vllm_plugin.holder import HOLDER_LOST_EXIT
 
 LAYERS, WIDTH = 16, 4096  # 16 x 4096^2 bf16 = 512 MiB of weights
 

@@ -11,13 +11,13 @@ them as strided views: no HF element-wise rotary (mul, cat, add) and no transpos
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from ocrq_vllm_plugin.compat import pixtral_encoder_kind
+from ocrq_vllm_plugin.env import ENCODER_ATTENTION_ENV, ENCODER_ROTARY_ENV, current_env
 
 
 def _log():
@@ -89,8 +89,7 @@ def _fa_version() -> int | None:
     return get_flash_attn_version()
 
 
-def _setting(name: str, allowed: tuple[str, ...]) -> str:
-    wanted = os.environ.get(name, "auto")
+def _setting(name: str, wanted: str, allowed: tuple[str, ...]) -> str:
     if wanted not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}")
     return wanted
@@ -99,7 +98,7 @@ def _setting(name: str, allowed: tuple[str, ...]) -> str:
 @functools.cache
 def encoder_backend() -> str:
     """flash (varlen, cu_seqlens) where vLLM's flash attention runs, else sdpa; OCRQ_ENCODER_ATTENTION overrides."""
-    wanted = _setting("OCRQ_ENCODER_ATTENTION", BACKENDS)
+    wanted = _setting(ENCODER_ATTENTION_ENV, current_env().encoder_attention, BACKENDS)
     if wanted != "auto":
         return wanted
     try:
@@ -120,7 +119,7 @@ def rotary_mode() -> str:
 
     OCRQ_ENCODER_ROTARY=eager keeps HF's element-wise rotary and the transposes around it.
     """
-    wanted = _setting("OCRQ_ENCODER_ROTARY", ROTARY_MODES)
+    wanted = _setting(ENCODER_ROTARY_ENV, current_env().encoder_rotary, ROTARY_MODES)
     if wanted != "auto":
         return wanted
     try:

@@ -21,6 +21,7 @@ from vllm.model_executor.model_loader.utils import initialize_model, process_wei
 from vllm.utils.torch_utils import set_default_torch_dtype
 
 from ocrq_vllm_plugin import holder, status
+from ocrq_vllm_plugin.env import current_env
 from ocrq_vllm_plugin.weights_ipc import attach, export
 
 HOLDER_FORMAT = "ocrq_holder"
@@ -52,7 +53,7 @@ class HolderLoader(BaseModelLoader):
 
     def __init__(self, load_config) -> None:
         super().__init__(load_config)
-        inner_format = os.environ.get(holder.HOLDER_LOAD_FORMAT_ENV, "auto")
+        inner_format = current_env().holder_load_format
         self.inner = get_model_loader(dataclasses.replace(load_config, load_format=inner_format))
 
     def download_model(self, model_config: ModelConfig) -> None:
@@ -88,8 +89,7 @@ class AttachLoader(BaseModelLoader):
         attach(model, self._wait())
 
     def _wait(self) -> dict:
-        timeout_s = float(os.environ.get("OCRQ_ATTACH_TIMEOUT_S", "900"))
-        return holder.wait_for_holder(holder.shared_dir(), timeout_s=timeout_s)
+        return holder.wait_for_holder(holder.shared_dir(), timeout_s=current_env().attach_timeout_s)
 
     def load_model(self, vllm_config: VllmConfig, model_config: ModelConfig, prefix: str = "") -> nn.Module:
         _refuse_quantized(model_config)

@@ -8,26 +8,23 @@ state travels through a small JSON file named by OCRQ_ENGINE_STATE_FILE (the lau
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from ocrq_vllm_plugin.env import current_env
 from ocrq_vllm_plugin.holder import HolderId, write_atomically
 
-STATE_ENV = "OCRQ_ENGINE_STATE_FILE"
-LANE_ENV = "OCRQ_ENGINE_LANE"
 ROUTE = "/ocrq/weights"
 
 
 def default_state() -> dict:
     return {
-        "role": "own", "lane": os.environ.get(LANE_ENV) or None, "engine_pid": None, "holder_pid": None,
+        "role": "own", "lane": current_env().lane, "engine_pid": None, "holder_pid": None,
         "shared_bytes": 0, "weight_bytes_allocated": None, "kv_cache_bytes": None, "tensors": 0, "state": "ok",
     }
 
 
 def _path() -> Path | None:
-    value = os.environ.get(STATE_ENV)
-    return Path(value) if value else None
+    return current_env().state_file
 
 
 def write_state(**fields: object) -> None:

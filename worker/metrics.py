@@ -2,8 +2,9 @@
 
 Celery's prefork pool does the work in child processes, so the worker uses Prometheus' multiprocess
 mode: each child writes its counters and histograms to files in a folder of this worker's own
-(OCRQ_METRICS_DIR/<host>-<pid>), and the worker's main process serves them merged on
-OCRQ_WORKER_METRICS_PORT. The API's /metrics merges the folders of every worker on its host.
+(OCRQ_METRICS_DIR/<host>-<pid>, chosen by worker/metrics_dir.py before prometheus_client is imported), and
+the worker's main process serves them merged on OCRQ_WORKER_METRICS_PORT. The API's /metrics merges the
+folders of every worker on its host.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import socket
-from pathlib import Path
 
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
@@ -21,9 +20,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from common.settings import Settings
 from worker.engines.base import EngineError
+from worker.metrics_dir import MULTIPROC_ENV, worker_metrics_dir
 
 log = logging.getLogger("ocrq.metrics")
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 QUEUE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 ENGINE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
 
@@ -61,47 +60,15 @@ class WorkerMetrics:
         self.pages.labels(outcome=outcome).inc()
 
 
-def worker_metrics_dir(settings: Settings) -> Path:
-    return settings.resolved_metrics_dir / f"{socket.gethostname()}-{os.getpid()}"
-
-
-def prepare_multiprocess(settings: Settings) -> Path:
-    """Give this worker (and the children it forks) an empty metrics folder; call before any metric exists.
-
-    Folders that workers on this host left behind when they died are removed.
-    """
-    root, own = settings.resolved_metrics_dir, worker_metrics_dir(settings)
-    root.mkdir(parents=True, exist_ok=True)
-    host = socket.gethostname()
-    for folder in root.glob(f"{host}-*"):
-        pid = folder.name.rsplit("-", 1)[-1]
-        if folder == own or (pid.isdigit() and not _alive(int(pid))):
-            shutil.rmtree(folder, ignore_errors=True)
-    own.mkdir()
-    os.environ[MULTIPROC_ENV] = str(own)
-    from prometheus_client import values
-
-    if values.ValueClass is values.MutexValue:  # prometheus_client was imported before the variable was set
-        values.ValueClass = values.get_value_class()
-    return own
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def install(app: Celery, settings: Settings) -> None:
-    """Multiprocess mode for this worker, its port once it is ready, and its folder removed when it stops.
+    """This worker's port once it is ready, and its folder removed when it stops.
 
-    Call in the worker's main process before it forks and before any metric exists.
+    Call in the worker's main process before it forks, after worker.metrics_dir.prepare_multiprocess().
     """
-    folder = prepare_multiprocess(settings)
+    folder = worker_metrics_dir(settings)
+    if os.environ.get(MULTIPROC_ENV) != str(folder):
+        raise RuntimeError(f"{MULTIPROC_ENV} is not this worker's folder {folder}: "
+                           "call worker.metrics_dir.prepare_multiprocess() before importing the worker")
 
     @worker_shutdown.connect(weak=False)
     def _forget(**_kwargs) -> None:

@@ -2,7 +2,8 @@
 
 kombu's transport creates a message's file and then writes into it. A consumer listing the folder in
 between takes the still-empty file, fails to decode it, and the Celery worker stops ("Unrecoverable error:
-JSONDecodeError"). Here the message is written under a name no consumer matches, then renamed into place.
+JSONDecodeError"). Here the message is written under a name no consumer matches, then renamed into place
+(common.files.write_atomically).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from kombu.transport import filesystem
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
 
+from common.files import write_atomically
+
 TRANSPORT = f"{__name__}:Transport"
 
 
@@ -24,11 +27,8 @@ class Channel(filesystem.Channel):
         # kombu's own name: time-ordered, so the folder reads first in, first out.
         name = f"{round(time.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
-        partial = os.path.join(self.data_folder_out, f".{name}.partial")
         try:
-            with open(partial, "wb") as f:
-                f.write(str_to_bytes(dumps(payload)))
-            os.replace(partial, final)
+            write_atomically(final, str_to_bytes(dumps(payload)))
         except OSError as exc:
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 

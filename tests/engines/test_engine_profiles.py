@@ -19,8 +19,8 @@ import typer
 from typer.testing import CliRunner
 
 from cli.engine import engine as engine_command
+from ocrq_vllm_plugin.env import STATE_ENV
 from ocrq_vllm_plugin.holder import process_start_ticks
-from ocrq_vllm_plugin.status import STATE_ENV
 from worker.engines import launcher as engine_launcher
 from worker.engines import profiles
 from worker.engines.profiles import (

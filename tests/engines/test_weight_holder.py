@@ -11,7 +11,20 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from ocrq_vllm_plugin import holder, status
+from ocrq_vllm_plugin import env, holder, status
+
+
+@pytest.fixture
+def plugin_environ(monkeypatch):
+    """Sets the plugin's variables for one test; the plugin reads them once per process, so read them again."""
+
+    def set_variables(**values: str) -> None:
+        for name, value in values.items():
+            monkeypatch.setenv(name, value)
+        env.current_env.cache_clear()
+
+    yield set_variables
+    env.current_env.cache_clear()
 
 
 @pytest.fixture
@@ -59,9 +72,8 @@ def test_the_watch_calls_back_once_when_the_holder_dies(child):
     assert not watch.is_alive()
 
 
-def test_weights_route_reports_the_state_and_a_lost_holder(tmp_path, monkeypatch, child):
-    monkeypatch.setenv(status.STATE_ENV, str(tmp_path / "engine.json"))
-    monkeypatch.setenv(status.LANE_ENV, "interactive")
+def test_weights_route_reports_the_state_and_a_lost_holder(tmp_path, plugin_environ, child):
+    plugin_environ(**{env.STATE_ENV: str(tmp_path / "engine.json"), env.LANE_ENV: "interactive"})
     app = FastAPI()
     app.middleware("http")(status.weights_route)
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 
-from ocrq_vllm_plugin.holder import HOLDER_LOAD_FORMAT_ENV, SHARED_DIR_ENV, HolderId
+from ocrq_vllm_plugin.env import HOLDER_LOAD_FORMAT_ENV, LANE_ENV, SHARED_DIR_ENV, STATE_ENV
+from ocrq_vllm_plugin.holder import HolderId
 from ocrq_vllm_plugin.holder import clear as clear_handles
-from ocrq_vllm_plugin.status import LANE_ENV, STATE_ENV
 from worker.engines.mps import MpsDaemon, MpsError
 from worker.engines.profiles import (
     DEFAULT_MODEL,

@@ -35,6 +35,7 @@ from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field
 
 from common.queue.names import LANES
+from common.settings import get_settings
 from ocrq_vllm_plugin.status import ROUTE, default_state
 
 FAULT_MODES = ("503", "429", "oom", "dead", "length", "delay")
@@ -320,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
         admin=args.admin,
         concurrency=args.concurrency,
         ocr_threads=args.threads,
-        faults=parse_fault_env(os.environ.get("OCRQ_CPU_ENGINE_FAULTS", "")),
+        faults=parse_fault_env(get_settings().cpu_engine_faults),
         lane=args.lane,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

@@ -16,7 +16,7 @@ from PIL import Image
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from common.engines.lanes import base_url
-from common.settings import Settings, get_settings
+from common.settings import Settings
 from worker.engines.base import EngineError, EngineOverloaded, PageText
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda oom", "cuda error: out of memory")
@@ -121,9 +121,9 @@ class VllmEngine:
         self._turn = itertools.count()
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None) -> VllmEngine:
+    def from_settings(cls, settings: Settings) -> VllmEngine:
         """An engine configured from OCRQ_ENGINE_* settings."""
-        s = settings or get_settings()
+        s = settings
         return cls(
             urls=s.engine_urls,
             model=s.engine_model,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from botocore.client import BaseClient
 
+from common.files import atomic_path
 from common.jobs.models import Job
 from common.storage import Storage, download_object
 from common.tenancy.s3_grants import S3Location
@@ -34,15 +35,14 @@ class SourceCache:
             os.utime(dest)
             return dest
         self._evict_old()
-        tmp = self.root / f".{job.id}.{os.getpid()}.part"
-        if job.source_key:
-            self.storage.download(job.source_key, tmp)
-        elif job.source_kind == "s3":
-            location = S3Location.parse(job.source_uri)
-            download_object(self.s3_for(job), location.bucket, location.key, tmp)
-        else:
-            raise FileNotFoundError(f"job {job.id} has no stored source")
-        tmp.replace(dest)
+        with atomic_path(dest) as tmp:
+            if job.source_key:
+                self.storage.download(job.source_key, tmp)
+            elif job.source_kind == "s3":
+                location = S3Location.parse(job.source_uri)
+                download_object(self.s3_for(job), location.bucket, location.key, tmp)
+            else:
+                raise FileNotFoundError(f"job {job.id} has no stored source")
         return dest
 
     def drop(self, job_id: str) -> None:
