@@ -15,6 +15,10 @@ def gpu_worker_config(settings: Settings) -> dict:
     return {"worker_prefetch_multiplier": max(1, settings.engine_pair_size) * len(buckets())}
 
 
+# Seconds a new pool child has to load its engine and report up before Celery replaces it.
+WORKER_PROC_ALIVE_TIMEOUT_S = 120.0
+
+
 def build_config(settings: Settings) -> dict:
     transport_options: dict = {
         # Above the hard time limit (Settings checks it), or Redis would hand a live page to a second worker.
@@ -62,6 +66,10 @@ def build_config(settings: Settings) -> dict:
         "broker_connection_retry_on_startup": True,
         # A worker that loses the broker drops what it holds; the messages come back to another worker.
         "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # A pool child loads its engine before it reports up. Celery's 4 s default kills a child still loading
+        # on a busy host and forks another, forever: the worker beats and holds its prefetched pages but reads
+        # nothing (the soak in bench/soak.py saw 37 such kills in a row in one worker).
+        "worker_proc_alive_timeout": WORKER_PROC_ALIVE_TIMEOUT_S,
         "task_default_queue": CONTROL_QUEUE,
         # One direct exchange per queue: sharing the default exchange would copy each message to every queue.
         "task_queues": [Queue(name, Exchange(name), routing_key=name)

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import boto3
@@ -24,6 +24,9 @@ SECRET_KEY = "ocrq-test-secret-key-0123456789"
 class SeaweedS3:
     endpoint: str
     process: subprocess.Popen
+    # How it was started, so that restart() brings it back on the same ports and data.
+    args: list[str] = field(default_factory=list)
+    data_dir: Path | None = None
 
     def client(self):
         return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
@@ -37,6 +40,19 @@ class SeaweedS3:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+    def start_again(self, *, timeout: float = 60.0) -> SeaweedS3:
+        """Start a stopped server again on the same ports with the same data (buckets and objects kept)."""
+        log = (self.data_dir / "weed.log").open("ab")
+        self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return _wait_ready(self, timeout=timeout)
+
+    def restart(self, *, down_s: float = 0.0, timeout: float = 60.0) -> SeaweedS3:
+        """Stop, stay down `down_s` seconds, start again on the same ports with the same data."""
+        self.stop()
+        time.sleep(down_s)
+        return self.start_again(timeout=timeout)
 
 
 def _free_port_pair(taken: set[int]) -> int:
@@ -84,15 +100,20 @@ def start(data_dir: Path, *, timeout: float = 60.0) -> SeaweedS3:
     args += [f"-{name}={port}" for name, port in ports.items()]
     log = (data_dir / "weed.log").open("wb")
     process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    server = SeaweedS3(endpoint=f"http://127.0.0.1:{ports['s3.port']}", process=process)
+    server = SeaweedS3(endpoint=f"http://127.0.0.1:{ports['s3.port']}", process=process, args=args, data_dir=data_dir)
+    return _wait_ready(server, timeout=timeout)
+
+
+def _wait_ready(server: SeaweedS3, *, timeout: float) -> SeaweedS3:
+    log = server.data_dir / "weed.log"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"weed mini exited: {(data_dir / 'weed.log').read_text()[-2000:]}")
+        if server.process.poll() is not None:
+            raise RuntimeError(f"weed mini exited: {log.read_text(errors='replace')[-2000:]}")
         try:
             server.client().list_buckets()
             return server
         except Exception:
             time.sleep(0.3)
     server.stop()
-    raise RuntimeError(f"weed mini did not answer in {timeout}s: {(data_dir / 'weed.log').read_text()[-2000:]}")
+    raise RuntimeError(f"weed mini did not answer in {timeout}s: {log.read_text(errors='replace')[-2000:]}")
