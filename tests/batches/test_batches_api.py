@@ -257,7 +257,7 @@ def test_the_batch_sweeper_restarts_a_lost_listing_and_records_jobs_ended_elsewh
     batch_id = post(a, input_prefix=f"s3://{source}/in/", output_prefix=f"s3://{source}-out/sw/").json()["id"]
     with quiet.services.celery.connection_for_write() as conn:
         conn.default_channel.queue_purge(LISTING_QUEUE)
-    time.sleep(1.2)
+    time.sleep(quiet.settings.batch_stale_after_s + 0.2)  # past the age at which a listing counts as stopped
     with quiet.services.db.session() as session:
         listing = session.scalar(select(func.count()).where(Batch.status == "listing"))  # earlier tests' too
     assert listing >= 1 and batch_sweep.sweep(ctx)["listings"] == listing
@@ -271,7 +271,7 @@ def test_the_batch_sweeper_restarts_a_lost_listing_and_records_jobs_ended_elsewh
     for job_id in job_ids:
         assert a.delete(f"/jobs/{job_id}").json()["status"] == "canceled"
     assert a.get(f"/batches/{batch_id}").json()["status"] == "running"
-    time.sleep(1.2)
+    time.sleep(quiet.settings.batch_stale_after_s + 0.2)  # past the age at which jobs ended elsewhere are recorded
     swept = batch_sweep.sweep(ctx)
     assert (swept["items"], swept["closed"]) == (23, 0)  # closed by the last item itself
     body = a.get(f"/batches/{batch_id}").json()

@@ -309,7 +309,7 @@ def test_a_dead_holder_takes_its_attached_engines_down_and_the_group_restarts(tm
             with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]) as core:
                 ticks = process_start_ticks(core.pid)
                 state_file.write_text(json.dumps({"role": "holder", "holder": {"pid": core.pid, "start_ticks": ticks}}))
-                time.sleep(3)
+                time.sleep(3)  # past a supervisor check (engine_launcher.supervise looks every 2 s)
                 assert pids() == first, "a live engine core was taken for a dead one"
                 core.kill()
         deadline, now = time.monotonic() + 120, first

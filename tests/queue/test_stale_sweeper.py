@@ -40,7 +40,7 @@ def test_lost_prepare_and_page_messages_are_republished(tmp_path, own_database, 
         job_id = client.post("/jobs", files={"file": ("t.png", png)}).json()["id"]
         assert depths_of(settings, [PREPARE_BULK_QUEUE]) == {PREPARE_BULK_QUEUE: 1}
         assert _lose_everything(settings) > 0
-        time.sleep(1.2)
+        time.sleep(settings.stale_requeue_after_s + 0.2)  # past the age at which a queued job counts as lost
         assert stale.requeue_stale(ctx)["jobs"] == 1
         assert depths_of(settings, [PREPARE_BULK_QUEUE]) == {PREPARE_BULK_QUEUE: 1}
         assert stale.requeue_stale(ctx)["jobs"] == 0  # its message is back in the queue: no second copy
@@ -53,7 +53,7 @@ def test_lost_prepare_and_page_messages_are_republished(tmp_path, own_database, 
             time.sleep(0.1)
         control.stop()
         _lose_everything(settings)
-        time.sleep(1.2)
+        time.sleep(settings.stale_requeue_after_s + 0.2)  # past the age at which a queued page counts as lost
         assert stale.requeue_stale(ctx)["pages"] == 1
 
         stack.start_worker()
@@ -81,7 +81,8 @@ def test_pages_a_worker_holds_unacked_are_not_republished(tmp_path, own_database
             while not any(args and args[0].startswith(job_id[:16]) for args in _held(settings)):
                 assert time.monotonic() < deadline, "the GPU worker never took the page"
                 time.sleep(0.2)
-            time.sleep(1.2)
+            # Held past the age at which a queued page would count as lost; held is not lost: no requeue.
+            time.sleep(settings.stale_requeue_after_s + 0.2)
             body = client.get(f"/jobs/{job_id}").json()
             assert body["status"] == "running" and body["pages_done"] == 0, body
             assert stale.requeue_stale(ctx)["pages"] == 0

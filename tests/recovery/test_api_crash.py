@@ -16,13 +16,13 @@ from sqlalchemy import func, select
 
 from common.batches.models import Batch
 from common.jobs.models import Job, Page
-from common.queue.names import WEBHOOK_QUEUE, cpu_worker_queues
+from common.queue.names import SWEEP_WEBHOOKS, WEBHOOK_QUEUE, cpu_worker_queues
 from common.webhooks.models import WebhookDelivery
 from tests.batches.support import new_bucket, upload, word_for, word_image
 from tests.conftest import KEY_A, make_settings
 from tests.support import webhook_receiver
 from tests.support.api_process import ApiProcess
-from tests.support.stack import Stack, wait_until
+from tests.support.stack import Stack, beat_period, task_results, wait_for_task_runs, wait_until
 
 JOB_POINTS = ("after_upload", "after_row", "after_commit", "after_publish")
 BATCH_POINTS = ("after_row", "after_commit", "after_publish")
@@ -124,7 +124,11 @@ def test_post_jobs_killed_at_each_step_makes_one_job_per_key(crash_stack, receiv
             pages = session.scalar(select(func.count()).where(Page.job_id == job_id, Page.status == "succeeded"))
             events = session.scalar(select(func.count()).where(WebhookDelivery.job_id == job_id))
         assert (jobs, pages, events) == ([job_id], 1, 1), point
-    time.sleep(3)  # a duplicate event or job would have shown up by now
+    # A duplicate event would come from the webhook sweep: its next run must find nothing to send again.
+    (worker,) = stack.workers  # the one with the beat
+    later = wait_for_task_runs(worker, SWEEP_WEBHOOKS, after=len(task_results(worker, SWEEP_WEBHOOKS)),
+                               timeout=beat_period(stack.settings, "sweep-webhooks") + 20)
+    assert later == ["0"] * len(later), later
     for point, (name, _, path, accepted, _) in attempts.items():
         assert len(receiver.to(path)) == 1, point
         with db.session() as session:

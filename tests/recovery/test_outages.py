@@ -24,7 +24,9 @@ TIMERS = {"stale_requeue_after_s": 3, "sweep_interval_s": 2, "outage_retry_after
 @pytest.fixture(scope="module")
 def private(tmp_path_factory, s3):
     """A worker with the sweepers' schedule on a Postgres and a Redis of this module's own."""
-    with PostgresServer() as pg, RedisServer() as rd:
+    # Commits waited for: the outage may start right after a job was answered 202, and a kill must not lose it
+    # (the private server's default, synchronous_commit off, would drop the last commits).
+    with PostgresServer(options={"synchronous_commit": "on"}) as pg, RedisServer() as rd:
         migrate.upgrade(pg.url)
         settings = make_settings(home=tmp_path_factory.mktemp("outage-home"), pg_url=pg.url, redis_url=rd.url,
                                  s3=s3, **TIMERS)
@@ -91,7 +93,9 @@ def run_through(stack, outage, *, jobs: int) -> list[int]:
 
     sender = threading.Thread(target=keep_submitting)
     sender.start()
-    time.sleep(1.5)
+    # Half the jobs in before the outage (their messages and rows are what it may lose), the rest across it.
+    wait_until(lambda: len(accepted) >= jobs // 2 or not sender.is_alive(), timeout=60,
+               what=f"{jobs // 2} jobs accepted before the outage")
     outage()
     sender.join(timeout=120)
     assert set(statuses) <= {202, 503}, statuses

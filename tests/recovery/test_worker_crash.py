@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import uuid
 
 import pytest
@@ -14,13 +13,13 @@ from sqlalchemy import select
 from common.jobs.models import Page
 from common.orm import utcnow
 from common.queue.leases import Lease
-from common.queue.names import WEBHOOK_QUEUE, cpu_worker_queues
+from common.queue.names import SWEEP_WEBHOOKS, WEBHOOK_QUEUE, cpu_worker_queues
 from common.webhooks.models import WebhookDelivery
 from tests.batches.support import word_image
 from tests.conftest import KEY_A, make_settings
 from tests.documents.hostile import FONT_LATIN
 from tests.support import webhook_receiver
-from tests.support.stack import Stack, wait_for_job, wait_until
+from tests.support.stack import Stack, beat_period, task_results, wait_for_job, wait_for_task_runs, wait_until
 
 
 def dense_page(word: str, lines: int = 40) -> bytes:
@@ -71,7 +70,11 @@ def test_worker_killed_between_a_jobs_last_page_and_its_event_delivers_it_once(c
     survivor = stack.start_worker("--beat", "--queues", ",".join([*cpu_worker_queues(), WEBHOOK_QUEUE]))
     try:
         (received,) = wait_until(lambda: receiver.to(path), timeout=30, what="the event")
-        time.sleep(4)  # past another sweep: a second copy would be on its way by now
+        # A second copy would come from the webhook sweep: wait for its next run, which must find nothing to send.
+        swept = len(task_results(survivor, SWEEP_WEBHOOKS))
+        later = wait_for_task_runs(survivor, SWEEP_WEBHOOKS, after=swept,
+                                   timeout=beat_period(stack.settings, "sweep-webhooks") + 20)
+        assert later == ["0"] * len(later), later
     finally:
         survivor.stop()
     assert len(receiver.to(path)) == 1

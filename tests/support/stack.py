@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -117,3 +118,23 @@ def wait_until(check, *, timeout: float, what: str, every: float = 0.3):
             return value
         time.sleep(every)
     raise AssertionError(f"{what} not within {timeout}s")
+
+
+def beat_period(settings: Settings, entry: str) -> float:
+    """How often the beat schedule runs `entry` (e.g. "sweep-webhooks") with these settings, in seconds."""
+    from common.queue.config import build_config
+
+    return float(build_config(settings)["beat_schedule"][entry]["schedule"])
+
+
+def task_results(worker: Worker, task: str) -> list[str]:
+    """The return value of each run of `task` that succeeded in this worker, oldest first, as its log shows it
+    (Celery's "Task <name>[<id>] succeeded in <s>s: <value>" line, in the text log format)."""
+    line = re.compile(rf"Task {re.escape(task)}\[[0-9a-f-]+\] succeeded in \S+s: (\S+)")
+    return line.findall(worker.log.read_text(errors="replace"))
+
+
+def wait_for_task_runs(worker: Worker, task: str, *, after: int, timeout: float) -> list[str]:
+    """The results of the runs of `task` past the first `after`, once there is at least one."""
+    return wait_until(lambda: task_results(worker, task)[after:], timeout=timeout,
+                      what=f"a run of {task} in {worker.log.name}")
