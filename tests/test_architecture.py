@@ -32,7 +32,7 @@ def test_imports_run_downhill():
 def test_the_contracts_catch_common_importing_worker(tmp_path):
     """The same contracts on a tree where common imports the workers: import-linter must refuse it."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    lines = [f"[importlinter]\nroot_packages =\n" + "".join(f"    {p}\n" for p in config["root_packages"])]
+    lines = ["[importlinter]\nroot_packages =\n" + "".join(f"    {p}\n" for p in config["root_packages"])]
     for n, contract in enumerate(config["contracts"]):
         lines.append(f"[importlinter:contract:{n}]\nname = {contract['name']}\ntype = {contract['type']}\n"
                      "source_modules =\n" + "".join(f"    {m}\n" for m in contract["source_modules"]) +
