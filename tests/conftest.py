@@ -118,6 +118,14 @@ def pg_url():
         yield url
 
 
+@pytest.fixture()
+def own_pg_url():
+    """A database of the test's own, for tests whose workers sweep or count everything: the session's database
+    holds the other tests' leftovers (queued, running and failed pages of tenant-a and tenant-b)."""
+    with fresh_database() as url:
+        yield url
+
+
 @pytest.fixture(scope="session")
 def redis_url():
     return redis_admin()

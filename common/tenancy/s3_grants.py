@@ -152,4 +152,9 @@ class S3Clients:
 
     def granted(self, *, tenant_id: str, access: list[tuple[Mode, S3Location]], profile: str | None) -> BaseClient:
         """The client of the grant that allows `access` now (grants can be revoked between request and work)."""
-        return self.get(grant_for(self.settings, tenant_id=tenant_id, access=access, profile=profile))
+        try:
+            name = grant_for(self.settings, tenant_id=tenant_id, access=access, profile=profile)
+        except UnknownProfile:  # the profile the request named was removed, or closed to the tenant, since
+            mode, location = access[0]
+            raise NotGranted(mode, location.uri) from None
+        return self.get(name)

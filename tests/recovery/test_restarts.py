@@ -30,8 +30,9 @@ def failed_pages(stack) -> int:
         return session.scalar(select(func.count()).where(Page.status == "failed"))
 
 
-def test_s3_restarted_mid_run_every_job_finishes_and_no_page_fails(tmp_path_factory, pg_url, redis_url, own_s3):
-    settings = make_settings(home=tmp_path_factory.mktemp("s3-restart-home"), pg_url=pg_url, redis_url=redis_url,
+def test_s3_restarted_mid_run_every_job_finishes_and_no_page_fails(tmp_path_factory, own_pg_url, redis_url,
+                                                                    own_s3):
+    settings = make_settings(home=tmp_path_factory.mktemp("s3-restart-home"), pg_url=own_pg_url, redis_url=redis_url,
                              s3=own_s3, **TIMERS)
     with Stack(settings, logs=tmp_path_factory.mktemp("s3-restart-logs")) as stack:
         stack.start_worker("--beat")
@@ -57,12 +58,12 @@ def assert_all_read(stack, jobs: dict[str, str]) -> None:
         assert word in client.get(f"/jobs/{job_id}/result").text
 
 
-def test_redis_restarted_keeping_its_data_loses_nothing(tmp_path_factory, pg_url, s3):
+def test_redis_restarted_keeping_its_data_loses_nothing(tmp_path_factory, own_pg_url, s3):
     # The stale-work sweeper waits far past the test, so it cannot make up for a lost message: what was queued
     # before the restart must come out of Redis's own snapshot (SHUTDOWN SAVE, started again on its folder).
     timers = TIMERS | {"stale_requeue_after_s": 600, "heartbeat_interval_s": 1, "heartbeat_lapse_s": 6}
     with RedisServer() as rd:
-        settings = make_settings(home=tmp_path_factory.mktemp("redis-keep-home"), pg_url=pg_url, redis_url=rd.url,
+        settings = make_settings(home=tmp_path_factory.mktemp("redis-keep-home"), pg_url=own_pg_url, redis_url=rd.url,
                                  s3=s3, **timers)
         with Stack(settings, logs=tmp_path_factory.mktemp("redis-keep-logs")) as stack:
             client = stack.client(KEY_A)

@@ -84,10 +84,11 @@ def test_worker_killed_between_a_jobs_last_page_and_its_event_delivers_it_once(c
     assert statuses == ["delivered"]
 
 
-def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_minute(tmp_path_factory, pg_url,
+def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_minute(tmp_path_factory, own_pg_url,
                                                                                       redis_url, s3):
     # A visibility timeout far past the test: only the heartbeat's lapse can bring the pages back in time.
-    settings = make_settings(home=tmp_path_factory.mktemp("hb-home"), pg_url=pg_url, redis_url=redis_url, s3=s3,
+    # Its own database: the workers run the sweepers, which would otherwise pick up other tests' leftovers.
+    settings = make_settings(home=tmp_path_factory.mktemp("hb-home"), pg_url=own_pg_url, redis_url=redis_url, s3=s3,
                              heartbeat_interval_s=1, heartbeat_lapse_s=6, visibility_timeout_s=900, **TIMERS)
     with Stack(settings, logs=tmp_path_factory.mktemp("hb-logs")) as stack:
         client, db = stack.client(KEY_A), stack.services.db

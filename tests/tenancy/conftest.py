@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import KEY_A, KEY_B, make_settings
+from tests.conftest import KEY_A, KEY_B, fresh_database, make_settings
 from tests.support.stack import Stack
 
 
 @pytest.fixture(scope="session")
-def tenancy_settings(tmp_path_factory, pg_url, redis_url, s3):
-    return make_settings(home=tmp_path_factory.mktemp("tenancy"), pg_url=pg_url, redis_url=redis_url, s3=s3,
+def tenancy_pg_url():
+    """A database of its own: the per-tenant cap counts the tenant's running pages, and other stacks of the
+    session leave pages of tenant-a running in theirs (workers killed on purpose)."""
+    with fresh_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def tenancy_settings(tmp_path_factory, tenancy_pg_url, redis_url, s3):
+    return make_settings(home=tmp_path_factory.mktemp("tenancy"), pg_url=tenancy_pg_url, redis_url=redis_url, s3=s3,
                          storage_url="s3://ocrq-test/tenancy", inline_result_bytes=1,
                          tenant_max_running_pages=1, tenant_defer_s=0.2)
 

@@ -159,3 +159,16 @@ def test_the_storage_bucket_cannot_be_granted():
         with pytest.raises(ValidationError, match="names the storage bucket"):
             Settings(home="/nonexistent", storage_url=f"s3://{BUCKET}",
                      s3_source_profiles={"x": S3SourceProfile(tenants=["*"], read=[entry])})
+
+
+def test_a_profile_removed_after_submit_is_no_grant_at_work_time():
+    """A job or batch keeps the name of the grant it was accepted under; the worker checks it again. A profile
+    gone from the settings since, or closed to the tenant, is a refused grant with a reason, not a crash."""
+    from common.tenancy.s3_grants import NotGranted, S3Clients, S3Location
+
+    settings = Settings(s3_source_profiles={"b-scans": GRANTS["b-scans"]}, storage_url=STORAGE)
+    clients = S3Clients(settings)
+    access = [("read", S3Location.parse(f"s3://{A_BUCKET}/in/secret.png"))]
+    for tenant, profile in (("tenant-a", "a-scans"), ("tenant-a", "b-scans")):
+        with pytest.raises(NotGranted, match=f"no S3 grant lets this tenant read from s3://{A_BUCKET}/in/secret.png"):
+            clients.granted(tenant_id=tenant, access=access, profile=profile)
