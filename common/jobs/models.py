@@ -87,5 +87,6 @@ class Page(Base):
 def page_rows(job_id: str, indices: list[int], sizes: tuple[tuple[int, int], ...]) -> list[dict]:
     """The page rows of a job split into these pages, with ids made from the job's, so splitting twice adds none;
     each with its expected rendered size, by which GPU pages are routed (rendering overwrites it)."""
+    now = utcnow()  # the stale-work sweeper's clock starts here, should the split's publish never happen
     return [{"id": f"{job_id[:16]}{i:016x}", "job_id": job_id, "index": i, "width": sizes[i][0],
-             "height": sizes[i][1]} for i in indices]
+             "height": sizes[i][1], "enqueued_at": now} for i in indices]

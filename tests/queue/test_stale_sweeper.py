@@ -8,9 +8,11 @@ import time
 import pytest
 import redis
 
+from common.jobs import states
 from common.queue.app import create_celery
 from common.queue.depth import depths_of
 from common.queue.names import CONTROL_QUEUE, PREPARE_BULK_QUEUE, page_queue
+from tests.batches.support import word_image
 from tests.conftest import KEY_A, fresh_database, make_settings
 from tests.support.stack import Stack, wait_for_job
 from worker.context import WorkerContext
@@ -59,6 +61,26 @@ def test_lost_prepare_and_page_messages_are_republished(tmp_path, own_database, 
         stack.start_worker()
         job = wait_for_job(client, job_id)
         assert job["status"] == "succeeded" and job["pages_done"] == 1
+    ctx.close()
+
+
+def test_an_upload_whose_prepare_died_after_starting_it_is_read(tmp_path, own_database, redis_url, s3):
+    """An upload's pages are committed with the job at submit; the prepare task that would publish them dies
+    right after marking the job running. The sweeper must find those pages, never published, and send them."""
+    settings = make_settings(home=tmp_path / "home", pg_url=own_database, redis_url=redis_url, s3=s3,
+                             stale_requeue_after_s=1)
+    ctx = WorkerContext(app=create_celery(settings), settings=settings)
+    with Stack(settings, logs=tmp_path) as stack:
+        client = stack.client(KEY_A)
+        job_id = client.post("/jobs", files={"file": ("w.png", word_image("upload7"))}).json()["id"]
+        _lose_everything(settings)
+        with stack.services.db.session() as session:  # what prepare_job did before it died
+            assert states.start_job(session, job_id=job_id)
+        time.sleep(settings.stale_requeue_after_s + 0.2)  # past the age at which a queued page counts as lost
+        assert stale.requeue_stale(ctx) == {"jobs": 0, "pages": 1, "closed": 0}
+        stack.start_worker()
+        job = wait_for_job(client, job_id)
+        assert job["status"] == "succeeded" and "upload7" in client.get(f"/jobs/{job_id}/result").text
     ctx.close()
 
 
