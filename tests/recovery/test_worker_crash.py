@@ -22,7 +22,7 @@ from tests.support import webhook_receiver
 from tests.support.stack import Stack, beat_period, task_results, wait_for_job, wait_for_task_runs, wait_until
 
 
-def dense_page(word: str, lines: int = 40) -> bytes:
+def dense_page(word: str, lines: int = 20) -> bytes:
     image = Image.new("RGB", (900, 1200), "white")
     draw, font = ImageDraw.Draw(image), ImageFont.truetype(FONT_LATIN, 20)
     for n in range(lines):
@@ -95,9 +95,10 @@ def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_m
         # Both run the schedule; the doomed one holds 4 messages (1 running, 3 prefetched), the survivor 1.
         doomed = stack.start_worker("--beat", extra_env={"OCRQ_WORKER_PREFETCH_MULTIPLIER": "4"})
         stack.start_worker("--beat")
-        # Pages of 40 lines take the engine seconds each, so the doomed worker holds its four for a while.
+        # Pages of 20 lines take the engine a few seconds each, so the doomed worker holds its four long enough to
+        # be seen; six jobs, so what the survivor reads after the kill (its own and the four) fits in the minute.
         jobs = [client.post("/jobs", files={"file": (f"hb{n}.png", dense_page(f"beat{n}"))},
-                            data={"output": "text"}).json()["id"] for n in range(8)]
+                            data={"output": "text"}).json()["id"] for n in range(6)]
 
         def doomed_holds() -> tuple[Lease, set[str]] | None:
             with db.session() as session:
