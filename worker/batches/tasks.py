@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from celery import shared_task
-from sqlalchemy import select
 
-from common.jobs.ending import JobEnded
-from common.jobs.models import Job
-from common.jobs.states import JOB_TERMINAL
 from common.queue import names
 from worker.batches import listing, results, sweeper
 from worker.context import context_of
@@ -33,8 +29,4 @@ def sweep_batches(self) -> dict[str, int]:
 @shared_task(name=names.ITEM_ENDED, bind=True, **RETRY_OUTAGES)
 def item_ended(self, job_id: str) -> None:
     """A batch job ended outside a worker (canceled through the API): record its item."""
-    ctx = context_of(self.app)
-    with ctx.db.session() as session:
-        status = session.scalar(select(Job.status).where(Job.id == job_id))
-    if status in JOB_TERMINAL:
-        close_item(ctx, JobEnded(job_id=job_id, status=status, batch_id=None, delivery_id=None))
+    close_item(context_of(self.app), job_id=job_id)

@@ -52,7 +52,7 @@ def finish_closing(ctx: WorkerContext, *, job_id: str, closed: JobEnded | bool |
             closed = close_in(session, ctx, job_id=job_id)
     if isinstance(closed, JobEnded):
         faults.reach(ctx.settings, "after_job_final")
-        ending.announce(ctx.app, ctx.settings, closed, close_item=lambda ended: close_item(ctx, ended))
+        ending.announce(ctx.app, ctx.settings, closed, close_item=lambda ended: close_item(ctx, job_id=ended.job_id))
 
 
 def fail_job(ctx: WorkerContext, *, job_id: str, reason: str) -> None:
@@ -60,15 +60,17 @@ def fail_job(ctx: WorkerContext, *, job_id: str, reason: str) -> None:
     with ctx.db.session() as session:
         failed = job_states.fail_job(session, job_id=job_id, reason=reason)
         ended = failed and ending.record_end(session, settings=ctx.settings, job_id=job_id, status="failed")
-    ending.announce(ctx.app, ctx.settings, ended or None, close_item=lambda ended: close_item(ctx, ended))
+    ending.announce(ctx.app, ctx.settings, ended or None, close_item=lambda ended: close_item(ctx, job_id=ended.job_id))
 
 
-def close_item(ctx: WorkerContext, ended: JobEnded) -> None:
-    """A batch job's item: its result under the output prefix and its record, once.
+def close_item(ctx: WorkerContext, *, job_id: str) -> None:
+    """An ended batch job's item: its result under the output prefix and its record, once.
 
     A crash before this runs is made good by the batch sweeper, which finishes items of ended jobs.
     """
     with ctx.db.session() as session:
-        job = session.get(Job, ended.job_id)
-        pages = list(session.scalars(select(Page).where(Page.job_id == ended.job_id)))
-    batch_results.item_finished(ctx, job=job, pages=pages, status=ended.status)
+        job = session.get(Job, job_id)
+        if job is None or job.status not in job_states.JOB_TERMINAL:
+            return
+        pages = list(session.scalars(select(Page).where(Page.job_id == job_id)))
+    batch_results.item_finished(ctx, job=job, pages=pages, status=job.status)
