@@ -15,6 +15,9 @@ def gpu_worker_config(settings: Settings) -> dict:
     return {"worker_prefetch_multiplier": max(1, settings.engine_pair_size) * len(buckets())}
 
 
+# Seconds between a worker's scans for messages of dead workers whose visibility timeout has passed.
+UNACKED_RESTORE_INTERVAL_S = 5
+
 # Seconds a new pool child has to load its engine and report up before Celery replaces it.
 WORKER_PROC_ALIVE_TIMEOUT_S = 120.0
 
@@ -25,6 +28,10 @@ def build_config(settings: Settings) -> dict:
         "visibility_timeout": settings.visibility_timeout_s,
         # Honour the order of -Q, so control and interactive queues are drained before bulk.
         "queue_order_strategy": "priority",
+        # kombu looks for messages past their visibility timeout every interval x throttle seconds, 10 x 10 by
+        # default: a dead worker's unacked page waited up to 100 s beyond the timeout. Look every 5 s.
+        "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_S,
+        "unacked_restore_throttle": 1,
     }
     if settings.is_embedded_broker:
         folder = str(settings.broker_folder)

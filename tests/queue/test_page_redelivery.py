@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC
 
 import pytest
 from sqlalchemy import select
 
 from common.jobs.models import Job, Page
+from common.orm import utcnow
 from tests.conftest import KEY_A, make_settings
 from tests.documents.hostile import pdf_of, text_page
 from tests.support.stack import Stack, wait_for_job
@@ -58,12 +60,19 @@ def test_worker_killed_mid_page_loses_nothing(fragile, tmp_path):
         assert time.monotonic() < deadline, "no page started"
         time.sleep(0.02)
     first.kill()
+    killed_at = utcnow()
     running = [p for p in _pages(fragile, job_id) if p.status == "running"]
     assert running, "the kill came after the page finished; the test proved nothing"
 
     fragile.start_worker("--concurrency", "1")
     pages = _assert_read_once(fragile, client, job_id)
-    assert pages[running[0].index].attempts == 2  # redelivered once, written once
+    again = pages[running[0].index]
+    assert again.attempts == 2  # redelivered once, written once
+    # Redis gives the message back once its visibility timeout has passed, at the next scan for such messages
+    # (every 5 s; kombu's default was every 100 s). No sweeper runs here.
+    started = again.started_at if again.started_at.tzinfo else again.started_at.replace(tzinfo=UTC)
+    waited = (started - killed_at).total_seconds()
+    assert waited < fragile.settings.visibility_timeout_s + 25, waited
 
 
 def test_worker_dying_between_result_and_ack_writes_once(fragile, tmp_path):
