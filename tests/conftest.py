@@ -43,7 +43,7 @@ def _missing(what: str, exc: Exception):
     pytest.skip(f"{what} not reachable: {exc}")
 
 
-def _resolve(what: str, configured: str, answers, server_class) -> str:
+def _resolve(what: str, configured: str, answers, server_class, *, missing=_missing) -> str:
     """`configured` if it answers, else the URL of a private server started for this session."""
     if what in _resolved:
         return _resolved[what]
@@ -54,21 +54,32 @@ def _resolve(what: str, configured: str, answers, server_class) -> str:
         try:
             server = server_class().start()
         except servers.ServerError as exc:
-            _missing(what, RuntimeError(f"{unreachable}; and no private server could start: {exc}"))
+            return missing(what, RuntimeError(f"{unreachable}; and no private server could start: {exc}"))
         _private[what] = server
         _resolved[what] = server.url
     return _resolved[what]
 
 
-def pg_admin() -> str:
+def pg_admin(**how) -> str:
     """A Postgres URL with the right to create databases."""
     return _resolve("Postgres", PG_ADMIN, lambda url: psycopg.connect(url, connect_timeout=3).close(),
-                    servers.PostgresServer)
+                    servers.PostgresServer, **how)
 
 
-def redis_admin() -> str:
+def redis_admin(**how) -> str:
     return _resolve("Redis", REDIS_URL, lambda url: redis.Redis.from_url(url, socket_connect_timeout=3).ping(),
-                    servers.RedisServer)
+                    servers.RedisServer, **how)
+
+
+def pytest_configure(config):
+    """With test processes (pytest-xdist), the controller finds or starts Postgres and Redis once, for all of them:
+    each process reads the URLs from the environment it inherits."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    for what, find in (("OCRQ_TEST_PG_ADMIN", pg_admin), ("OCRQ_TEST_REDIS", redis_admin)):
+        url = find(missing=lambda *_: None)  # none at all: each test process reports it for its own tests
+        if url:
+            os.environ[what] = url
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -122,6 +133,13 @@ def pg_url():
 def own_pg_url():
     """A database of the test's own, for tests whose workers sweep or count everything: the session's database
     holds the other tests' leftovers (queued, running and failed pages of tenant-a and tenant-b)."""
+    with fresh_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_pg_url():
+    """A database of the module's own, for a module-scoped stack whose worker runs the sweepers (`--beat`)."""
     with fresh_database() as url:
         yield url
 

@@ -21,9 +21,9 @@ PAGE_SIZE = 2
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory, pg_url, redis_url, s3):
+def stack(tmp_path_factory, module_pg_url, redis_url, s3):
     # Small pages make a long listing to kill; a quick sweeper brings the batch back without waiting minutes.
-    settings = make_settings(home=tmp_path_factory.mktemp("crash"), pg_url=pg_url, redis_url=redis_url, s3=s3,
+    settings = make_settings(home=tmp_path_factory.mktemp("crash"), pg_url=module_pg_url, redis_url=redis_url, s3=s3,
                              batch_list_page_size=PAGE_SIZE, batch_sweep_interval_s=1, batch_stale_after_s=3,
                              stale_requeue_after_s=5)
     with Stack(settings, logs=tmp_path_factory.mktemp("crash-logs")) as running:

@@ -92,7 +92,7 @@ def test_pages_a_worker_holds_unacked_are_not_republished(tmp_path, own_database
     with running_cpu_engine() as engine:
         settings = make_settings(home=tmp_path / "home", pg_url=own_database, redis_url=redis_url, s3=s3,
                                  stale_requeue_after_s=1, engine="vllm", engine_urls=[engine.url],
-                                 engine_model=MODEL, engine_pair_size=4, engine_batch_wait_s=20)
+                                 engine_model=MODEL, engine_pair_size=4, engine_batch_wait_s=8)
         ctx = WorkerContext(app=create_celery(settings), settings=settings)
         with Stack(settings, logs=tmp_path) as stack:
             stack.start_worker("--gpu", "--concurrency", "1")

@@ -33,8 +33,8 @@ AUTH = {"Authorization": f"Bearer {KEY_A}"}
 
 
 @pytest.fixture(scope="module")
-def crash_stack(tmp_path_factory, pg_url, redis_url, s3):
-    settings = make_settings(home=tmp_path_factory.mktemp("crash-home"), pg_url=pg_url, redis_url=redis_url,
+def crash_stack(tmp_path_factory, module_pg_url, redis_url, s3):
+    settings = make_settings(home=tmp_path_factory.mktemp("crash-home"), pg_url=module_pg_url, redis_url=redis_url,
                              s3=s3, **TIMERS)
     with Stack(settings, logs=tmp_path_factory.mktemp("crash-logs")) as stack:
         stack.start_worker("--beat", "--queues", ",".join([*cpu_worker_queues(), WEBHOOK_QUEUE]))

@@ -36,8 +36,8 @@ TIMERS = {"stale_requeue_after_s": 3, "sweep_interval_s": 2, "webhook_retry_sche
 
 
 @pytest.fixture(scope="module")
-def crash_stack(tmp_path_factory, pg_url, redis_url, s3):
-    settings = make_settings(home=tmp_path_factory.mktemp("wcrash-home"), pg_url=pg_url, redis_url=redis_url,
+def crash_stack(tmp_path_factory, module_pg_url, redis_url, s3):
+    settings = make_settings(home=tmp_path_factory.mktemp("wcrash-home"), pg_url=module_pg_url, redis_url=redis_url,
                              s3=s3, **TIMERS)
     with Stack(settings, logs=tmp_path_factory.mktemp("wcrash-logs")) as stack:
         yield stack

@@ -96,7 +96,9 @@ def start(data_dir: Path, *, timeout: float = 60.0) -> SeaweedS3:
         port = _free_port_pair(taken)
         ports |= {f"{name}.port": port, f"{name}.port.grpc": port + 10000}
     args = [weed_binary(), "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            f"-s3.config={config}", "-webdav=false", "-admin.ui=false"]
+            f"-s3.config={config}", "-webdav=false", "-admin.ui=false",
+            # Off: their default ports (8181, 9101) are fixed, so a second server on the host would fail to start.
+            "-s3.port.iceberg=0", "-s3.port.lance=0"]
     args += [f"-{name}={port}" for name, port in ports.items()]
     log = (data_dir / "weed.log").open("wb")
     process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
