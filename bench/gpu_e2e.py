@@ -222,10 +222,10 @@ def run_e2e(args: argparse.Namespace, api: Api) -> dict:
 
 def run_direct(args: argparse.Namespace, pages: int) -> dict:
     """gpu_raw.py's HTTP driver on the same engine, the same pages (gpu_raw's variants) and the same tokens."""
-    direct_args = argparse.Namespace(
-        url=args.direct_url, model=args.model, pages=pages, tokens=args.tokens, concurrency=args.direct_concurrency,
-        mixed=False, temperature=0.2, top_p=0.9, gpu_memory=False, timeout=args.timeout, label=args.label,
-    )
+    direct_args = gpu_raw.arguments().parse_args([
+        "http", "--url", args.direct_url, "--model", args.model, "--pages", str(pages), "--tokens", str(args.tokens),
+        "--concurrency", str(args.direct_concurrency), "--timeout", str(args.timeout), "--label", args.label,
+    ])
     return asyncio.run(gpu_raw.run_http(direct_args))
 
 

@@ -325,7 +325,7 @@ def emit(result: dict, out: Path | None) -> None:
             f.write(line + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["http", "single", "engine", "probe"])
     parser.add_argument("--url", default="http://127.0.0.1:8100", help="http mode: several, comma-separated")
@@ -345,7 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-for", type=float, default=5.0, help="http mode: seconds to profile")
     parser.add_argument("--label", default="")
     parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
 
     if args.mode == "http":
         result = asyncio.run(run_http(args))

@@ -120,15 +120,15 @@ def rotary_mode() -> str:
     OCRQ_ENCODER_ROTARY=eager keeps HF's element-wise rotary and the transposes around it.
     """
     wanted = _setting(ENCODER_ROTARY_ENV, current_env().encoder_rotary, ROTARY_MODES)
-    if wanted != "auto":
-        return wanted
-    try:
-        from vllm.vllm_flash_attn.ops.triton.rotary import apply_rotary  # noqa: F401
+    chosen = wanted
+    if wanted == "auto":
+        try:
+            from vllm.vllm_flash_attn.ops.triton.rotary import apply_rotary  # noqa: F401
 
-        chosen = "fused" if torch.cuda.is_available() else "eager"
-    except Exception:  # noqa: BLE001 - no Triton kernel here: HF's element-wise rotary is always correct
-        chosen = "eager"
-    _log().info("ocrq encoder plugin: rotary embedding %s", chosen)
+            chosen = "fused" if torch.cuda.is_available() else "eager"
+        except Exception:  # noqa: BLE001 - no Triton kernel here: HF's element-wise rotary is always correct
+            chosen = "eager"
+    _log().info("ocrq encoder plugin: rotary embedding %s (%s=%s)", chosen, ENCODER_ROTARY_ENV, wanted)
     return chosen
 
 

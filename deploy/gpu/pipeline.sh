@@ -7,6 +7,7 @@
 #          anatomy block pair pairfp8 fp8steady      (issue 9: where a page's time goes; block size; two engines)
 #          decode2 agree xqa prefill2                 (issue 21: FA3 vs FlashInfer decoding; fp8 vs bf16 greedy tokens;
 #                                                     encoder + prefill profiled, rotary eager and fused)
+#          best e2exqa                                (issue 21 #3, #4: best fp8/bf16 against issue 9's, steady; end to end)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -230,6 +231,83 @@ step_xqa() {  # fp8 through FLASHINFER with the XQA decode kernel. vLLM 0.26 rou
   # believes FlashInfer's cubins can be had (artifactory reachable, or flashinfer-cubin installed); offline it fell
   # back to FlashInfer's native decode (session 6). XQA itself is JIT-compiled from source and needs no cubin.
   VLLM_HAS_FLASHINFER_CUBIN=1 READY_S=420 agree_engine agree-fp8-xqa 1 --kv-cache-dtype fp8 --attention-backend FLASHINFER
+}
+
+steady_of() {  # steady_of LABEL: the steady pages/s that LABEL's run recorded, or 0
+  python3 -c "import json, sys
+best = 0.0
+for line in open(sys.argv[1]):
+    row = json.loads(line)
+    if row.get('label') == sys.argv[2] + '-steady':
+        best = max(best, float(row.get('pages_per_s') or 0))
+print(best)" "$results" "$1" 2>/dev/null || echo 0
+}
+
+engine_facts() {  # engine_facts LABEL: the decode kernel and the encoder's rotary mode the engine's log names
+  grep -hoE "decode_backend=[a-z_-]*|rotary embedding [a-z]+ \([A-Z_]+=[a-z]+\)" "$run/logs/$1"/*.log 2>/dev/null \
+    | sort | uniq -c | tee -a "$run/progress.txt"
+}
+
+stack_e2e() {  # stack_e2e LABEL PAGES: the whole ocrq stack on the engine at $url, end to end against direct
+  local label=$1 pages=$2
+  wait "$svc_pid" || { say "services failed: $(tail -n 3 "$run/logs/services.log")"; return 1; }
+  OCRQ_ENGINE_URLS=$url OCRQ_ENGINE_MODEL=$name OCRQ_ENGINE_OUTAGE_RETRY_S=5 \
+    timeout 180 bash deploy/gpu/stack.sh start 1000 > "$run/logs/stack-$label.log" 2>&1
+  tail -n 3 "$run/logs/stack-$label.log" | tee -a "$run/progress.txt"
+  e2e 420 e2e "$label" --pages "$pages" --tokens 1000 --direct-url "$url" --direct-when before
+  timeout 60 bash deploy/gpu/stack.sh stop >> "$run/logs/stack-$label.log" 2>&1
+  cp -r /root/ocrq-svc/logs "$run/logs/ocrq-svc-$label" 2>/dev/null
+}
+
+step_best() {  # issue 21 #3, #4: steady pages/s of the best configuration and of issue 9's, one machine; the best
+  # end to end. fp8 through FLASHINFER (XQA decoding) first; the stack runs on whichever fp8 engine is faster.
+  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
+  svc_pid=$!
+  local e2e_done=0
+  if VLLM_HAS_FLASHINFER_CUBIN=1 READY_S=480 serve best-fp8-xqa --profile h200 --kv-cache-dtype fp8 \
+      --attention-backend FLASHINFER; then
+    engine_facts best-fp8-xqa
+    steady best-fp8-xqa "$url"
+    # Session 6's fp8 FA3 engine with the fused rotary: 8.16 steady pages/s.
+    if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 8.16 else 1)" "$(steady_of best-fp8-xqa)"; then
+      stack_e2e e2e-fp8-xqa 512 && e2e_done=1
+    fi
+    unserve
+  fi
+  fp8_fa3() {
+    serve best-fp8-fa3 --profile h200 --kv-cache-dtype fp8 || return
+    engine_facts best-fp8-fa3
+    steady best-fp8-fa3 "$url"
+    [ "$e2e_done" = 0 ] && have 300 && stack_e2e e2e-fp8-fa3 512
+    unserve
+  }
+  [ "$e2e_done" = 0 ] && have 330 && fp8_fa3
+  have 300 && OCRQ_ENCODER_ROTARY=eager serve issue9-fp8 --profile h200 --kv-cache-dtype fp8 && {
+    engine_facts issue9-fp8; steady issue9-fp8 "$url"; unserve; }
+  have 300 && serve best-bf16 --profile h200 && { engine_facts best-bf16; steady best-bf16 "$url"; unserve; }
+  have 300 && OCRQ_ENCODER_ROTARY=eager serve issue9-bf16 --profile h200 && {
+    engine_facts issue9-bf16; steady issue9-bf16 "$url"; unserve; }
+  [ "$e2e_done" = 1 ] && have 300 && fp8_fa3
+  wait "$svc_pid" 2>/dev/null
+  return 0
+}
+
+step_e2exqa() {  # #3 and #4 on one machine: fp8 XQA steady and end to end, issue 9's fp8 steady; then the bf16 pair
+  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
+  svc_pid=$!
+  VLLM_HAS_FLASHINFER_CUBIN=1 READY_S=480 serve e2e-fp8-xqa --profile h200 --kv-cache-dtype fp8 \
+    --attention-backend FLASHINFER || return
+  engine_facts e2e-fp8-xqa
+  steady e2e-fp8-xqa "$url"
+  stack_e2e e2e-fp8-xqa 512
+  unserve
+  have 240 && OCRQ_ENCODER_ROTARY=eager serve issue9-fp8 --profile h200 --kv-cache-dtype fp8 && {
+    engine_facts issue9-fp8; steady issue9-fp8 "$url"; unserve; }
+  have 540 || return 0
+  serve best-bf16 --profile h200 && { engine_facts best-bf16; steady best-bf16 "$url"; unserve; }
+  OCRQ_ENCODER_ROTARY=eager serve issue9-bf16 --profile h200 && {
+    engine_facts issue9-bf16; steady issue9-bf16 "$url"; unserve; }
+  return 0
 }
 
 step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eager then fused, one in-process engine

@@ -83,6 +83,23 @@ def test_fp8_kv_cache_override():
     assert flag(argv, "--kv-cache-dtype") == "fp8"
 
 
+def test_h200_decodes_fp8_through_flashinfer_and_bf16_through_fa3():
+    fp8, bf16 = get_profile("h200", kv_cache_dtype="fp8"), get_profile("h200")
+    assert flag(serve_argv(fp8), "--attention-backend") == "FLASHINFER"
+    assert profiles.plugin_env(fp8)["VLLM_HAS_FLASHINFER_CUBIN"] == "1"  # XQA offline, built from source
+    assert flag(serve_argv(bf16), "--attention-backend") == "FLASH_ATTN"
+    assert "VLLM_HAS_FLASHINFER_CUBIN" not in profiles.plugin_env(bf16)
+    interactive = profiles.for_lane(fp8, "interactive")
+    assert flag(serve_argv(interactive), "--attention-backend") == "FLASHINFER"
+    # A backend named on the command line is the one run, fp8 or not; other cards keep vLLM's own choice.
+    named = get_profile("h200", kv_cache_dtype="fp8", attention_backend="FLASH_ATTN")
+    assert flag(serve_argv(named), "--attention-backend") == "FLASH_ATTN"
+    assert "VLLM_HAS_FLASHINFER_CUBIN" not in profiles.plugin_env(named)
+    small = get_profile("16gb", kv_cache_dtype="fp8")
+    assert "--attention-backend" not in serve_argv(small)
+    assert "VLLM_HAS_FLASHINFER_CUBIN" not in profiles.plugin_env(small)
+
+
 def test_overrides_apply_and_none_keeps_the_profile():
     profile = get_profile("24gb", max_num_seqs=7, gpu_memory_utilization=None)
     assert profile.max_num_seqs == 7

@@ -69,6 +69,8 @@ class Profile:
     pair_size: int = 2
     cuda_graphs: CudaGraphs = "decode"
     attention_backend: str | None = None
+    # The backend for an fp8 KV cache where it differs (the h200 profile: FlashInfer, which decodes with XQA).
+    fp8_attention_backend: str | None = None
     encoder_plugin: bool = True
     # A fixed KV cache size (vLLM --kv-cache-memory-bytes) instead of a share of the card; set per engine
     # when several engines share one GPU.
@@ -78,6 +80,13 @@ class Profile:
     def max_model_len(self) -> int:
         """Longest sequence: the largest page's image tokens, the template, and the output cap."""
         return _round_up(MAX_IMAGE_TOKENS + PROMPT_OVERHEAD_TOKENS + self.max_tokens, 64)
+
+    @property
+    def attention(self) -> str | None:
+        """The vLLM attention backend this engine runs."""
+        if self.kv_cache_dtype == "fp8" and self.fp8_attention_backend:
+            return self.fp8_attention_backend
+        return self.attention_backend
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -97,7 +106,10 @@ PROFILES: dict[str, Profile] = {
         api_server_count=4,
         renderer_workers=8,
         pair_size=16,
+        # FA3 reads bf16 KV at 4.0-4.2 TB/s but fp8 at 2.4-2.7; FlashInfer's XQA reads fp8 at 3.4-3.8 and gave
+        # 9.46 steady pages/s against FA3's 8.02 (BENCHMARKS.md, issue 21).
         attention_backend="FLASH_ATTN",
+        fp8_attention_backend="FLASHINFER",
     ),
     "a100-80": Profile(
         name="a100-80",
@@ -140,7 +152,10 @@ def get_profile(name: str, **overrides: object) -> Profile:
     unknown = set(overrides) - set(_FIELD_TYPES) - {"name"}
     if unknown:
         raise ValueError(f"unknown profile fields: {', '.join(sorted(unknown))}")
-    profile = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if "attention_backend" in given:  # a backend asked for by name is the one run, whatever the KV cache
+        given.setdefault("fp8_attention_backend", None)
+    profile = replace(base, **given)
     _validate(profile)
     return profile
 
@@ -233,8 +248,8 @@ def serve_argv(
         *LIGHTON_FLAGS,
         "--middleware", STATUS_MIDDLEWARE,
     ]
-    if profile.attention_backend:
-        argv += ["--attention-backend", profile.attention_backend]
+    if profile.attention:
+        argv += ["--attention-backend", profile.attention]
     argv += CUDA_GRAPH_FLAGS[profile.cuda_graphs]
     if profile.kv_cache_gib is not None:
         argv += ["--kv-cache-memory-bytes", str(int(profile.kv_cache_gib * 2**30))]
@@ -245,5 +260,11 @@ def serve_argv(
 
 
 def plugin_env(profile: Profile) -> dict[str, str]:
-    """Environment that switches the ocrq encoder plugin on or off for an engine process."""
-    return {"OCRQ_ENCODER_PLUGIN": "1" if profile.encoder_plugin else "0"}
+    """Environment of an engine process: the ocrq encoder plugin on or off, and what FlashInfer needs on Hopper."""
+    env = {"OCRQ_ENCODER_PLUGIN": "1" if profile.encoder_plugin else "0"}
+    if profile.attention == "FLASHINFER" and profile.name.startswith("h200"):
+        # vLLM 0.26 decodes with XQA on Hopper only if it believes FlashInfer's prebuilt kernels can be had (NVIDIA's
+        # download site reachable, or flashinfer-cubin installed); offline it falls back to a slower kernel. XQA is
+        # compiled from source on the host and needs none of them (vllm/utils/flashinfer.py, has_nvidia_artifactory).
+        env["VLLM_HAS_FLASHINFER_CUBIN"] = "1"
+    return env
