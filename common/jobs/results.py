@@ -47,7 +47,6 @@ def page_json(page: Page) -> dict:
         "width": page.width,
         "height": page.height,
         "engine": page.engine,
-        "engine_url": page.engine_url,
         "model": page.model,
         "seconds": round(page.seconds, 4) if page.seconds is not None else None,
         "error": page.error,
