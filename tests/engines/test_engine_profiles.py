@@ -6,7 +6,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from typer.testing import CliRunner
 from cli.engine import engine as engine_command
 from ocrq_vllm_plugin.env import STATE_ENV
 from ocrq_vllm_plugin.holder import process_start_ticks
+from tests.support.servers import free_port, free_ports
 from worker.engines import launcher as engine_launcher
 from worker.engines import profiles
 from worker.engines.profiles import (
@@ -33,12 +33,6 @@ from worker.engines.profiles import (
 )
 
 LIGHTON_FLAGS = ["--limit-mm-per-prompt", '{"image": 1}', "--mm-processor-cache-gb", "0", "--no-enable-prefix-caching"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def flag(argv: list[str], name: str) -> str:
@@ -297,7 +291,9 @@ def test_launcher_waits_for_ready_restarts_a_dead_engine_and_stops():
 def test_a_dead_holder_takes_its_attached_engines_down_and_the_group_restarts(tmp_path, dies):
     """Whether the holder's server process dies, or only the engine core that exported the weights (vLLM's
     API servers outlived theirs by minutes on the H200), the group restarts."""
-    bulk, interactive = engine_launcher.plan_cpu(served_model_name="m", port=free_port(), lanes=("bulk", "interactive"))
+    # Two engines on consecutive ports: the second must be free too, or it never binds (seen with two test processes).
+    bulk, interactive = engine_launcher.plan_cpu(served_model_name="m", port=free_ports(2),
+                                                 lanes=("bulk", "interactive"))
     state_file = tmp_path / "holder.json"
     specs = [replace(bulk, role="holder", group="gpu0", env={STATE_ENV: str(state_file)}),
              replace(interactive, role="attached", group="gpu0")]

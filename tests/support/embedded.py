@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,14 +11,10 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.servers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 READY_LINE = b"ocrq is ready at "
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EmbeddedServer:

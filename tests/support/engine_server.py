@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,16 +11,11 @@ import httpx
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
+from tests.support.servers import free_port
 from worker.engines import launcher as engine_launcher
 
 MODEL = "lightonai/LightOnOCR-2-1B"
 DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def render_page(lines: list[str], *, size: tuple[int, int] = (820, 260), font_size: int = 34) -> Image.Image:

@@ -48,6 +48,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive free loopback ports (a launcher gives engine N the port base + N)."""
+    for _ in range(200):
+        base = free_port()
+        if base + count <= 65536 and all(_bindable(base + k) for k in range(1, count)):
+            return base
+    raise ServerError(f"no {count} consecutive free ports")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def postgres_bin_dir() -> Path | None:
     """The newest Debian Postgres bin folder, else the folder of `postgres` on PATH, else None."""
     def version(path: str) -> float:
