@@ -80,18 +80,42 @@ def test_fp8_kv_cache_override():
 def test_h200_decodes_fp8_through_flashinfer_and_bf16_through_fa3():
     fp8, bf16 = get_profile("h200", kv_cache_dtype="fp8"), get_profile("h200")
     assert flag(serve_argv(fp8), "--attention-backend") == "FLASHINFER"
-    assert profiles.plugin_env(fp8)["VLLM_HAS_FLASHINFER_CUBIN"] == "1"  # XQA offline, built from source
     assert flag(serve_argv(bf16), "--attention-backend") == "FLASH_ATTN"
-    assert "VLLM_HAS_FLASHINFER_CUBIN" not in profiles.plugin_env(bf16)
     interactive = profiles.for_lane(fp8, "interactive")
     assert flag(serve_argv(interactive), "--attention-backend") == "FLASHINFER"
     # A backend named on the command line is the one run, fp8 or not; other cards keep vLLM's own choice.
     named = get_profile("h200", kv_cache_dtype="fp8", attention_backend="FLASH_ATTN")
     assert flag(serve_argv(named), "--attention-backend") == "FLASH_ATTN"
-    assert "VLLM_HAS_FLASHINFER_CUBIN" not in profiles.plugin_env(named)
-    small = get_profile("16gb", kv_cache_dtype="fp8")
-    assert "--attention-backend" not in serve_argv(small)
-    assert "VLLM_HAS_FLASHINFER_CUBIN" not in profiles.plugin_env(small)
+    assert "--attention-backend" not in serve_argv(get_profile("16gb", kv_cache_dtype="fp8"))
+
+
+@pytest.mark.parametrize(("kernels", "backend", "cubin_env"), [
+    ("nvcc", "FLASHINFER", "1"),  # XQA compiled here: vLLM must be told it may use it offline
+    ("prebuilt", "FLASHINFER", None),  # flashinfer-cubin installed: vLLM finds it itself
+    (None, "FLASH_ATTN", None),  # no way to get FlashInfer's kernels (the slim GPU image has no nvcc): FA3
+])
+def test_the_host_decides_whether_flashinfer_can_run(kernels, backend, cubin_env):
+    fp8 = profiles.on_host(get_profile("h200", kv_cache_dtype="fp8"), kernels=kernels)
+    assert flag(serve_argv(fp8), "--attention-backend") == backend
+    assert profiles.plugin_env(fp8).get("VLLM_HAS_FLASHINFER_CUBIN") == cubin_env
+    bf16 = profiles.on_host(get_profile("h200"), kernels=kernels)
+    assert flag(serve_argv(bf16), "--attention-backend") == "FLASH_ATTN"
+    assert "VLLM_HAS_FLASHINFER_CUBIN" not in profiles.plugin_env(bf16)
+    # Asked for by name, FlashInfer runs whatever the host has (and decodes with XQA where it compiles here).
+    named = profiles.on_host(get_profile("h200", attention_backend="FLASHINFER"), kernels=kernels)
+    assert flag(serve_argv(named), "--attention-backend") == "FLASHINFER"
+    assert profiles.plugin_env(named).get("VLLM_HAS_FLASHINFER_CUBIN") == cubin_env
+
+
+def test_plan_vllm_falls_back_to_fa3_where_flashinfer_has_no_kernels(monkeypatch, tmp_path):
+    monkeypatch.setattr(engine_launcher, "flashinfer_kernels", lambda: None)
+    (spec,) = engine_launcher.plan_vllm(profile=get_profile("h200", kv_cache_dtype="fp8"), state_dir=tmp_path,
+                                        gpus=[{"index": "0", "memory_gib": 140.0}])
+    assert flag(spec.argv, "--attention-backend") == "FLASH_ATTN" and "VLLM_HAS_FLASHINFER_CUBIN" not in spec.env
+    monkeypatch.setattr(engine_launcher, "flashinfer_kernels", lambda: "nvcc")
+    (spec,) = engine_launcher.plan_vllm(profile=get_profile("h200", kv_cache_dtype="fp8"), state_dir=tmp_path,
+                                        gpus=[{"index": "0", "memory_gib": 140.0}])
+    assert flag(spec.argv, "--attention-backend") == "FLASHINFER" and spec.env["VLLM_HAS_FLASHINFER_CUBIN"] == "1"
 
 
 def test_overrides_apply_and_none_keeps_the_profile():

@@ -26,7 +26,9 @@ from worker.engines.profiles import (
     INTERACTIVE_BULK_SM_PERCENT,
     Profile,
     capped,
+    flashinfer_kernels,
     for_lane,
+    on_host,
     plugin_env,
     serve_argv,
     size_engines,
@@ -119,6 +121,11 @@ def plan_vllm(
         raise ValueError("bulk_sm_percent must be in 1..100")
     state_dir = state_dir or default_state_dir(port)
     name = served_model_name or model
+    chosen = profile.attention
+    profile = on_host(profile, kernels=flashinfer_kernels())
+    if profile.attention != chosen:
+        log.warning("FlashInfer cannot get its kernels here (no flashinfer-cubin, no nvcc): %s decodes through %s",
+                    profile.name, profile.attention or "vLLM's default")
     specs = []
     for gpu in gpus:
         card = capped(profile, cap_gib=memory_cap_gib, total_gib=gpu["memory_gib"]) if memory_cap_gib else profile

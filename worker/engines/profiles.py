@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import shutil
 import sys
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Literal
 
 from common.queue.names import LANES
@@ -71,6 +75,8 @@ class Profile:
     attention_backend: str | None = None
     # The backend for an fp8 KV cache where it differs (the h200 profile: FlashInfer, which decodes with XQA).
     fp8_attention_backend: str | None = None
+    # Set by on_host: FlashInfer's kernels are compiled on this host (nvcc), none prebuilt are installed.
+    flashinfer_from_source: bool = False
     encoder_plugin: bool = True
     # A fixed KV cache size (vLLM --kv-cache-memory-bytes) instead of a share of the card; set per engine
     # when several engines share one GPU.
@@ -259,10 +265,32 @@ def serve_argv(
     return argv
 
 
+def flashinfer_kernels() -> str | None:
+    """Where FlashInfer gets its kernels here: "prebuilt" (flashinfer-cubin), "nvcc" (compiled here), or None."""
+    if importlib.util.find_spec("flashinfer") is None:
+        return None
+    if importlib.util.find_spec("flashinfer_cubin") is not None:
+        return "prebuilt"
+    cuda_home = os.environ.get("CUDA_HOME")
+    if shutil.which("nvcc") or (cuda_home and (Path(cuda_home) / "bin" / "nvcc").is_file()):
+        return "nvcc"
+    return None
+
+
+def on_host(profile: Profile, *, kernels: str | None) -> Profile:
+    """The profile as this host can run it: the profile's own choice of FlashInfer only where its kernels can be had
+    (a backend named with --attention-backend is kept as it is)."""
+    if profile.attention != "FLASHINFER":
+        return profile
+    if kernels is None and profile.attention_backend != "FLASHINFER":
+        return replace(profile, fp8_attention_backend=None)
+    return replace(profile, flashinfer_from_source=kernels == "nvcc")
+
+
 def plugin_env(profile: Profile) -> dict[str, str]:
     """Environment of an engine process: the ocrq encoder plugin on or off, and what FlashInfer needs on Hopper."""
     env = {"OCRQ_ENCODER_PLUGIN": "1" if profile.encoder_plugin else "0"}
-    if profile.attention == "FLASHINFER" and profile.name.startswith("h200"):
+    if profile.attention == "FLASHINFER" and profile.flashinfer_from_source and profile.name.startswith("h200"):
         # vLLM 0.26 decodes with XQA on Hopper only if it believes FlashInfer's prebuilt kernels can be had (NVIDIA's
         # download site reachable, or flashinfer-cubin installed); offline it falls back to a slower kernel. XQA is
         # compiled from source on the host and needs none of them (vllm/utils/flashinfer.py, has_nvidia_artifactory).
