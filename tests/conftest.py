@@ -82,6 +82,24 @@ def pytest_configure(config):
             os.environ[what] = url
 
 
+# The longest files (each a minute or near it on two cores, BENCHMARKS.md), run first: a test process that takes one
+# at the end would run on alone while the other has finished.
+LONGEST_FIRST = (
+    "batches/test_ingest.py", "recovery/test_worker_crash.py", "queue/test_page_redelivery.py",
+    "recovery/test_api_crash.py", "queue/test_stale_sweeper.py", "batches/test_listing_crash.py",
+    "cli/test_readme_examples.py", "cli/test_embedded.py", "recovery/test_restarts.py",
+    "recovery/test_slow_child_start.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        path = item.path.as_posix()
+        return next((n for n, name in enumerate(LONGEST_FIRST) if path.endswith(f"tests/{name}")), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order, and every process sorts alike
+
+
 def pytest_terminal_summary(terminalreporter):
     configured = {"Postgres": PG_ADMIN, "Redis": REDIS_URL}
     for what, server in _private.items():

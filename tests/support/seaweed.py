@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import boto3
 from botocore.client import Config
+
+from tests.support.servers import bindable, free_port
 
 ACCESS_KEY = "ocrq-test-access"
 SECRET_KEY = "ocrq-test-secret-key-0123456789"
@@ -58,22 +59,13 @@ class SeaweedS3:
 def _free_port_pair(taken: set[int]) -> int:
     """A port that is free, with its +10000 gRPC twin free too."""
     for _ in range(500):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port + 10000 <= 65535 and not {port, port + 10000} & taken and _free(port) and _free(port + 10000):
+        port = free_port()
+        if port + 10000 <= 65535 and not {port, port + 10000} & taken and bindable(port) and bindable(port + 10000):
             taken |= {port, port + 10000}
             return port
     raise RuntimeError("no free port pair for SeaweedFS")
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def weed_binary() -> str:

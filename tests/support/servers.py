@@ -52,12 +52,12 @@ def free_ports(count: int) -> int:
     """The first of `count` consecutive free loopback ports (a launcher gives engine N the port base + N)."""
     for _ in range(200):
         base = free_port()
-        if base + count <= 65536 and all(_bindable(base + k) for k in range(1, count)):
+        if base + count <= 65536 and all(bindable(base + k) for k in range(1, count)):
             return base
     raise ServerError(f"no {count} consecutive free ports")
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
     with socket.socket() as sock:
         try:
             sock.bind(("127.0.0.1", port))
