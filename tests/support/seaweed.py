@@ -66,8 +66,6 @@ def _free_port_pair(taken: set[int]) -> int:
     raise RuntimeError("no free port pair for SeaweedFS")
 
 
-
-
 def weed_binary() -> str:
     found = shutil.which("weed", path=str(Path(sys.executable).parent)) or shutil.which("weed")
     if not found:
