@@ -12,8 +12,16 @@ from sqlalchemy import select
 
 from common.jobs.models import Page
 from common.orm import utcnow
+from common.queue.depth import depths_of
 from common.queue.leases import Lease
-from common.queue.names import SWEEP_WEBHOOKS, WEBHOOK_QUEUE, cpu_worker_queues
+from common.queue.names import (
+    CONTROL_QUEUE,
+    PREPARE_BULK_QUEUE,
+    SWEEP_WEBHOOKS,
+    WEBHOOK_QUEUE,
+    cpu_worker_queues,
+    page_queue,
+)
 from common.webhooks.models import WebhookDelivery
 from tests.batches.support import word_image
 from tests.conftest import KEY_A, make_settings
@@ -92,13 +100,19 @@ def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_m
                              heartbeat_interval_s=1, heartbeat_lapse_s=6, visibility_timeout_s=900, **TIMERS)
     with Stack(settings, logs=tmp_path_factory.mktemp("hb-logs")) as stack:
         client, db = stack.client(KEY_A), stack.services.db
-        # Both run the schedule; the doomed one holds 4 messages (1 running, 3 prefetched), the survivor 1.
-        doomed = stack.start_worker("--beat", extra_env={"OCRQ_WORKER_PREFETCH_MULTIPLIER": "4"})
-        stack.start_worker("--beat")
         # Pages of 20 lines take the engine a few seconds each, so the doomed worker holds its four long enough to
         # be seen; six jobs, so what the survivor reads after the kill (its own and the four) fits in the minute.
         jobs = [client.post("/jobs", files={"file": (f"hb{n}.png", dense_page(f"beat{n}"))},
                             data={"output": "text"}).json()["id"] for n in range(6)]
+        # All six pages queued before the doomed worker starts, so it takes four at once: were the jobs split while
+        # it read, it would hold one page at a time (seen on a loaded machine).
+        splitter = stack.start_worker("--queues", f"{CONTROL_QUEUE},{PREPARE_BULK_QUEUE}")
+        wait_until(lambda: depths_of(settings, [page_queue("bulk")])[page_queue("bulk")] == len(jobs), timeout=60,
+                   what="the six pages queued")
+        splitter.stop()
+        # Both run the schedule; the doomed one holds 4 messages (1 running, 3 prefetched), the survivor 1.
+        doomed = stack.start_worker("--beat", extra_env={"OCRQ_WORKER_PREFETCH_MULTIPLIER": "4"})
+        stack.start_worker("--beat")
 
         def doomed_holds() -> tuple[Lease, set[str]] | None:
             with db.session() as session:
