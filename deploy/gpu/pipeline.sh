@@ -7,7 +7,7 @@
 #          anatomy block pair pairfp8 fp8steady      (issue 9: where a page's time goes; block size; two engines)
 #          decode2 agree xqa prefill2                 (issue 21: FA3 vs FlashInfer decoding; fp8 vs bf16 greedy tokens;
 #                                                     encoder + prefill profiled, rotary eager and fused)
-#          best e2exqa                                (issue 21 #3, #4: best fp8/bf16 against issue 9's, steady; end to end)
+#          e2exqa                                     (issue 21 #3, #4: best fp8/bf16 against issue 9's, steady; end to end)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -145,7 +145,7 @@ step_after() {
 }
 
 step_fp8() {
-  serve_or_safe after-fp8 --profile h200 --kv-cache-dtype fp8 || return
+  serve_or_safe after-fp8 --profile h200 --kv-cache-dtype fp8 --attention-backend FLASH_ATTN || return
   bench 240 http after-fp8 --pages 256 --tokens 1000
   bench 150 single after-fp8 --tokens 1000 --repeats 1
   unserve
@@ -158,7 +158,8 @@ step_16gb() {
 }
 
 step_diag() {  # where the time goes: one API server (vLLM logs its throughput then), sampling, page count
-  serve_or_safe diag-fp8-1api --profile h200 --kv-cache-dtype fp8 --api-server-count 1 || return
+  serve_or_safe diag-fp8-1api --profile h200 --kv-cache-dtype fp8 --attention-backend FLASH_ATTN \
+    --api-server-count 1 || return
   bench 120 http diag-fp8-1api --pages 256 --tokens 1000
   bench 120 http diag-fp8-1api-greedy --pages 256 --tokens 1000 --temperature 0 --top-p 1
   bench 180 http diag-fp8-1api-512 --pages 512 --tokens 1000
@@ -186,7 +187,7 @@ step_anatomy() {  # issue 9: the decode step's parts outside the engine, then th
 }
 
 step_fp8steady() {  # fp8 KV cache, all at once and steady
-  serve_or_safe fp8 --profile h200 --kv-cache-dtype fp8 || return
+  serve_or_safe fp8 --profile h200 --kv-cache-dtype fp8 --attention-backend FLASH_ATTN || return
   bench 150 http fp8 --pages 256 --tokens 1000
   steady fp8 "$url"
   unserve
@@ -224,23 +225,13 @@ step_agree() {  # issue 21: fp8 KV (FA3, FlashInfer) against bf16, greedy, the f
   unserve
   # FlashInfer first: FA3's fp8 steady figure exists from issue 9 (8.02 pages/s), FlashInfer's does not.
   have 400 && READY_S=420 agree_engine agree-fp8-flashinfer 1 --kv-cache-dtype fp8 --attention-backend FLASHINFER
-  have 300 && agree_engine agree-fp8-fa3 1 --kv-cache-dtype fp8
+  have 300 && agree_engine agree-fp8-fa3 1 --kv-cache-dtype fp8 --attention-backend FLASH_ATTN
 }
 
 step_xqa() {  # fp8 through FLASHINFER with the XQA decode kernel. vLLM 0.26 routes Hopper decoding to XQA only when it
   # believes FlashInfer's cubins can be had (artifactory reachable, or flashinfer-cubin installed); offline it fell
   # back to FlashInfer's native decode (session 6). XQA itself is JIT-compiled from source and needs no cubin.
   VLLM_HAS_FLASHINFER_CUBIN=1 READY_S=420 agree_engine agree-fp8-xqa 1 --kv-cache-dtype fp8 --attention-backend FLASHINFER
-}
-
-steady_of() {  # steady_of LABEL: the steady pages/s that LABEL's run recorded, or 0
-  python3 -c "import json, sys
-best = 0.0
-for line in open(sys.argv[1]):
-    row = json.loads(line)
-    if row.get('label') == sys.argv[2] + '-steady':
-        best = max(best, float(row.get('pages_per_s') or 0))
-print(best)" "$results" "$1" 2>/dev/null || echo 0
 }
 
 engine_facts() {  # engine_facts LABEL: the decode kernel and the encoder's rotary mode the engine's log names
@@ -259,55 +250,27 @@ stack_e2e() {  # stack_e2e LABEL PAGES: the whole ocrq stack on the engine at $u
   cp -r /root/ocrq-svc/logs "$run/logs/ocrq-svc-$label" 2>/dev/null
 }
 
-step_best() {  # issue 21 #3, #4: steady pages/s of the best configuration and of issue 9's, one machine; the best
-  # end to end. fp8 through FLASHINFER (XQA decoding) first; the stack runs on whichever fp8 engine is faster.
-  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
-  svc_pid=$!
-  local e2e_done=0
-  if VLLM_HAS_FLASHINFER_CUBIN=1 READY_S=480 serve best-fp8-xqa --profile h200 --kv-cache-dtype fp8 \
-      --attention-backend FLASHINFER; then
-    engine_facts best-fp8-xqa
-    steady best-fp8-xqa "$url"
-    # Session 6's fp8 FA3 engine with the fused rotary: 8.16 steady pages/s.
-    if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 8.16 else 1)" "$(steady_of best-fp8-xqa)"; then
-      stack_e2e e2e-fp8-xqa 512 && e2e_done=1
-    fi
-    unserve
-  fi
-  fp8_fa3() {
-    serve best-fp8-fa3 --profile h200 --kv-cache-dtype fp8 || return
-    engine_facts best-fp8-fa3
-    steady best-fp8-fa3 "$url"
-    [ "$e2e_done" = 0 ] && have 300 && stack_e2e e2e-fp8-fa3 512
-    unserve
-  }
-  [ "$e2e_done" = 0 ] && have 330 && fp8_fa3
-  have 300 && OCRQ_ENCODER_ROTARY=eager serve issue9-fp8 --profile h200 --kv-cache-dtype fp8 && {
-    engine_facts issue9-fp8; steady issue9-fp8 "$url"; unserve; }
-  have 300 && serve best-bf16 --profile h200 && { engine_facts best-bf16; steady best-bf16 "$url"; unserve; }
-  have 300 && OCRQ_ENCODER_ROTARY=eager serve issue9-bf16 --profile h200 && {
-    engine_facts issue9-bf16; steady issue9-bf16 "$url"; unserve; }
-  [ "$e2e_done" = 1 ] && have 300 && fp8_fa3
-  wait "$svc_pid" 2>/dev/null
-  return 0
+steady_engine() {  # steady_engine LABEL [ocrq engine options...]: one h200 engine, what it runs, its steady pages/s
+  local label=$1; shift
+  READY_S=480 serve "$label" --profile h200 "$@" || return
+  engine_facts "$label"
+  steady "$label" "$url"
+  unserve
 }
 
-step_e2exqa() {  # #3 and #4 on one machine: fp8 XQA steady and end to end, issue 9's fp8 steady; then the bf16 pair
+step_e2exqa() {  # issue 21 #3, #4 on one machine: the h200 profile's fp8 engine (FlashInfer's XQA where nvcc is there)
+  # steady and end to end, issue 9's fp8 configuration steady; then the bf16 pair if the budget leaves time.
   timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
   svc_pid=$!
-  VLLM_HAS_FLASHINFER_CUBIN=1 READY_S=480 serve e2e-fp8-xqa --profile h200 --kv-cache-dtype fp8 \
-    --attention-backend FLASHINFER || return
+  READY_S=480 serve e2e-fp8-xqa --profile h200 --kv-cache-dtype fp8 || return
   engine_facts e2e-fp8-xqa
   steady e2e-fp8-xqa "$url"
   stack_e2e e2e-fp8-xqa 512
   unserve
-  have 240 && OCRQ_ENCODER_ROTARY=eager serve issue9-fp8 --profile h200 --kv-cache-dtype fp8 && {
-    engine_facts issue9-fp8; steady issue9-fp8 "$url"; unserve; }
+  have 240 && OCRQ_ENCODER_ROTARY=eager steady_engine issue9-fp8 --kv-cache-dtype fp8 --attention-backend FLASH_ATTN
   have 540 || return 0
-  serve best-bf16 --profile h200 && { engine_facts best-bf16; steady best-bf16 "$url"; unserve; }
-  OCRQ_ENCODER_ROTARY=eager serve issue9-bf16 --profile h200 && {
-    engine_facts issue9-bf16; steady issue9-bf16 "$url"; unserve; }
-  return 0
+  steady_engine best-bf16
+  OCRQ_ENCODER_ROTARY=eager steady_engine issue9-bf16
 }
 
 step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eager then fused, one in-process engine
@@ -332,7 +295,7 @@ step_pair() {  # one engine's encoder beside the other's decoding
 }
 
 step_pairfp8() {
-  pair pair-fp8 --kv-cache-dtype fp8
+  pair pair-fp8 --kv-cache-dtype fp8 --attention-backend FLASH_ATTN
 }
 
 step_ipc() {
