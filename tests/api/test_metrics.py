@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.app import create_app
 from tests.conftest import make_settings
-from tests.support.embedded import free_port
+from tests.support.servers import free_port
 
 # The shape of vLLM's /metrics (V1 engine, two data-parallel cores), trimmed to a few families.
 VLLM_METRICS = """\

@@ -9,7 +9,7 @@ import httpx
 from typer.testing import CliRunner
 
 from cli.main import app
-from tests.support.embedded import free_port
+from tests.support.servers import free_port
 
 
 def bench(*args: str):

@@ -10,7 +10,8 @@ from PIL import Image
 from pydantic_settings import SettingsError
 
 from common.settings import Settings
-from tests.support.engine_server import free_port, render_page
+from tests.support.engine_server import render_page
+from tests.support.servers import free_port
 from worker.engines.base import EngineError, EngineOverloaded, PageText
 from worker.engines.vllm import VllmEngine, base_url, classify_failure, encode_page
 

@@ -14,7 +14,8 @@ from common.jobs.models import Page
 from common.queue import buckets
 from tests.conftest import KEY_A, make_settings
 from tests.documents.hostile import pdf_of, text_page
-from tests.support.engine_server import MODEL, free_port
+from tests.support.engine_server import MODEL
+from tests.support.servers import free_port
 from tests.support.stack import Stack, wait_for_job
 from worker.engines import launcher as engine_launcher
 

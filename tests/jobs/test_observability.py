@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import KEY_A, make_settings
-from tests.support.embedded import free_port
+from tests.support.servers import free_port
 from tests.support.stack import Stack, wait_for_job
 from worker.engines.base import EngineError, EngineOverloaded, PageText
 from worker.metrics import WorkerMetrics

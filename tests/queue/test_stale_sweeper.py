@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import redis
 
 from common.jobs import states
@@ -13,7 +12,7 @@ from common.queue.app import create_celery
 from common.queue.depth import depths_of
 from common.queue.names import CONTROL_QUEUE, PREPARE_BULK_QUEUE, page_queue
 from tests.batches.support import word_image
-from tests.conftest import KEY_A, fresh_database, make_settings
+from tests.conftest import KEY_A, make_settings
 from tests.support.stack import Stack, wait_for_job
 from worker.context import WorkerContext
 from worker.jobs import stale
@@ -25,15 +24,8 @@ def _lose_everything(settings) -> int:
     return client.delete(*keys) if keys else 0
 
 
-@pytest.fixture()
-def own_database():
-    """The sweeper looks at every tenant's jobs: give it a database where only this test's job exists."""
-    with fresh_database() as url:
-        yield url
-
-
-def test_lost_prepare_and_page_messages_are_republished(tmp_path, own_database, redis_url, s3, samples):
-    settings = make_settings(home=tmp_path / "home", pg_url=own_database, redis_url=redis_url, s3=s3,
+def test_lost_prepare_and_page_messages_are_republished(tmp_path, own_pg_url, redis_url, s3, samples):
+    settings = make_settings(home=tmp_path / "home", pg_url=own_pg_url, redis_url=redis_url, s3=s3,
                              stale_requeue_after_s=1)
     ctx = WorkerContext(app=create_celery(settings), settings=settings)
     with Stack(settings, logs=tmp_path) as stack:
@@ -64,10 +56,10 @@ def test_lost_prepare_and_page_messages_are_republished(tmp_path, own_database, 
     ctx.close()
 
 
-def test_an_upload_whose_prepare_died_after_starting_it_is_read(tmp_path, own_database, redis_url, s3):
+def test_an_upload_whose_prepare_died_after_starting_it_is_read(tmp_path, own_pg_url, redis_url, s3):
     """An upload's pages are committed with the job at submit; the prepare task that would publish them dies
     right after marking the job running. The sweeper must find those pages, never published, and send them."""
-    settings = make_settings(home=tmp_path / "home", pg_url=own_database, redis_url=redis_url, s3=s3,
+    settings = make_settings(home=tmp_path / "home", pg_url=own_pg_url, redis_url=redis_url, s3=s3,
                              stale_requeue_after_s=1)
     ctx = WorkerContext(app=create_celery(settings), settings=settings)
     with Stack(settings, logs=tmp_path) as stack:
@@ -84,13 +76,13 @@ def test_an_upload_whose_prepare_died_after_starting_it_is_read(tmp_path, own_da
     ctx.close()
 
 
-def test_pages_a_worker_holds_unacked_are_not_republished(tmp_path, own_database, redis_url, s3, samples):
+def test_pages_a_worker_holds_unacked_are_not_republished(tmp_path, own_pg_url, redis_url, s3, samples):
     """A GPU worker prefetches a batch and holds it until the batch fills or its wait ends: those pages are
     still `queued` in the database and their queue is empty, yet nothing is lost."""
     from tests.support.engine_server import MODEL, running_cpu_engine
 
     with running_cpu_engine() as engine:
-        settings = make_settings(home=tmp_path / "home", pg_url=own_database, redis_url=redis_url, s3=s3,
+        settings = make_settings(home=tmp_path / "home", pg_url=own_pg_url, redis_url=redis_url, s3=s3,
                                  stale_requeue_after_s=1, engine="vllm", engine_urls=[engine.url],
                                  engine_model=MODEL, engine_pair_size=4, engine_batch_wait_s=8)
         ctx = WorkerContext(app=create_celery(settings), settings=settings)
