@@ -34,3 +34,16 @@ def pixtral_encoder_kind(pixtral_module: object) -> EncoderKind:
     ):
         return "dense_mask"
     return "unknown"
+
+
+# PixtralHFTransformer.forward as vLLM 0.26.0 has it: the one the residual fusion replaces.
+TRANSFORMER_FORWARD = ["self", "x", "attention_mask", "position_embeddings", "return_all_hidden_states"]
+
+
+def fusable_transformer(pixtral_module: object) -> bool:
+    """True where PixtralHFTransformer.forward has 0.26's parameters, so the fused layers can stand in for it."""
+    transformer = getattr(pixtral_module, "PixtralHFTransformer", None)
+    try:
+        return transformer is not None and list(inspect.signature(transformer.forward).parameters) == TRANSFORMER_FORWARD
+    except (TypeError, ValueError):
+        return False

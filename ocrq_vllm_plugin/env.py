@@ -24,6 +24,8 @@ ENCODER_PLUGIN_ENV = "OCRQ_ENCODER_PLUGIN"
 # auto, or the attention backend / rotary mode the encoder patch uses.
 ENCODER_ATTENTION_ENV = "OCRQ_ENCODER_ATTENTION"
 ENCODER_ROTARY_ENV = "OCRQ_ENCODER_ROTARY"
+# auto or on: each residual add folded into the next RMS norm, and the patch embedding as one GEMM; off: vLLM's own.
+ENCODER_FUSION_ENV = "OCRQ_ENCODER_FUSION"
 # The JSON file of this engine's weight-sharing state, and the priority lane it serves.
 STATE_ENV = "OCRQ_ENGINE_STATE_FILE"
 LANE_ENV = "OCRQ_ENGINE_LANE"
@@ -37,6 +39,7 @@ class PluginEnv:
     encoder_plugin: bool = True
     encoder_attention: str = "auto"
     encoder_rotary: str = "auto"
+    encoder_fusion: str = "auto"
     state_file: Path | None = None
     lane: str | None = None
 
@@ -53,6 +56,7 @@ class PluginEnv:
             encoder_plugin=environ.get(ENCODER_PLUGIN_ENV, "1") != "0",
             encoder_attention=environ.get(ENCODER_ATTENTION_ENV, "auto"),
             encoder_rotary=environ.get(ENCODER_ROTARY_ENV, "auto"),
+            encoder_fusion=environ.get(ENCODER_FUSION_ENV, "auto"),
             state_file=path(STATE_ENV),
             lane=environ.get(LANE_ENV) or None,
         )

@@ -6,6 +6,8 @@ with the square of the images per step. Here each image attends to its own patch
 one flash-attention varlen call (cu_seqlens) or, where that is unavailable, one SDPA call per image.
 The rotary embedding runs as one Triton kernel in place on the projection's q and k, and attention reads
 them as strided views: no HF element-wise rotary (mul, cat, add) and no transposed copies around it.
+Each residual add goes into the next RMS norm (vLLM's fused_add_rms_norm, as its decoders do), and the
+patch embedding, a convolution whose stride is its kernel, runs as one GEMM over the unfolded patches.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ocrq_vllm_plugin.compat import pixtral_encoder_kind
-from ocrq_vllm_plugin.env import ENCODER_ATTENTION_ENV, ENCODER_ROTARY_ENV, current_env
+from ocrq_vllm_plugin.compat import fusable_transformer, pixtral_encoder_kind
+from ocrq_vllm_plugin.env import ENCODER_ATTENTION_ENV, ENCODER_FUSION_ENV, ENCODER_ROTARY_ENV, current_env
 
 
 def _log():
@@ -28,6 +30,7 @@ def _log():
 _MARK = "_ocrq_per_image_attention"
 BACKENDS = ("auto", "flash", "sdpa")
 ROTARY_MODES = ("auto", "fused", "eager")
+FUSION_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,42 @@ def rotary_mode() -> str:
     return chosen
 
 
+@functools.cache
+def fusion_mode() -> str:
+    """on (residual adds in the norms, the patch embedding as a GEMM) on a GPU, else off; OCRQ_ENCODER_FUSION=off
+    keeps vLLM's own sequence."""
+    wanted = _setting(ENCODER_FUSION_ENV, current_env().encoder_fusion, FUSION_MODES)
+    chosen = ("on" if torch.cuda.is_available() else "off") if wanted == "auto" else wanted
+    _log().info("ocrq encoder plugin: residual and patch-embedding fusion %s (%s=%s)", chosen, ENCODER_FUSION_ENV,
+                wanted)
+    return chosen
+
+
+def fused_residual_layers(layers, x: torch.Tensor, attention_mask, position_embeddings) -> torch.Tensor:
+    """Pixtral's pre-norm blocks with each residual add done inside the next RMS norm.
+
+    Same as `h = x + attention(attention_norm(x)); x = h + feed_forward(ffn_norm(h))` per layer. May overwrite x.
+    """
+    residual = x
+    hidden = layers[0].attention_norm(x)
+    out = None
+    for i, layer in enumerate(layers):
+        if i:
+            hidden, residual = layer.attention_norm(out, residual)
+        out, _ = layer.attention(hidden, attention_mask=attention_mask, position_embeddings=position_embeddings)
+        hidden, residual = layer.ffn_norm(out, residual)
+        out = layer.feed_forward(hidden)
+    return residual + out
+
+
+def embed_patches(conv, image: torch.Tensor, *, fused: bool) -> torch.Tensor:
+    """The patch convolution; fused, a stride-equals-kernel one runs as vLLM's GEMM over the unfolded patches
+    (Conv2dLayer.forward_native) instead of cuDNN's implicit GEMM and im2col."""
+    if fused and getattr(conv, "enable_linear", False):
+        return conv.forward_native(image)
+    return conv(image)
+
+
 def encoder_attention(
     qkv: torch.Tensor,
     cos: torch.Tensor,
@@ -190,6 +229,7 @@ def patch_pixtral() -> bool:
     from vllm.model_executor.models import pixtral
 
     model_cls, attention_cls = pixtral.PixtralHFVisionModel, pixtral.PixtralHFAttention
+    transformer_cls = pixtral.PixtralHFTransformer if fusable_transformer(pixtral) else None
     if getattr(model_cls, _MARK, False):
         return False
     kind = pixtral_encoder_kind(pixtral)
@@ -203,7 +243,9 @@ def patch_pixtral() -> bool:
     original_attention = attention_cls.forward
 
     def vision_forward(self, pixel_values, *, select_layers=None, feature_select_strategy=None):
-        patch_embeds_list = [self.patch_conv(img.unsqueeze(0).to(self.dtype)) for img in pixel_values]
+        fused = fusion_mode() == "on"
+        patch_embeds_list = [embed_patches(self.patch_conv, img.unsqueeze(0).to(self.dtype), fused=fused)
+                             for img in pixel_values]
         flat = [p.flatten(2).permute(0, 2, 1) for p in patch_embeds_list]
         embed_sizes = [p.shape[1] for p in flat]
         patch_embeds = self.ln_pre(torch.cat(flat, dim=1))
@@ -238,6 +280,17 @@ def patch_pixtral() -> bool:
 
     model_cls.forward = vision_forward
     attention_cls.forward = attention_forward
+    if transformer_cls is not None:
+        original_transformer = transformer_cls.forward
+
+        def transformer_forward(self, x, attention_mask, position_embeddings, return_all_hidden_states):
+            if return_all_hidden_states or not isinstance(attention_mask, ImageSpans) or fusion_mode() != "on":
+                return original_transformer(self, x, attention_mask, position_embeddings, return_all_hidden_states)
+            return fused_residual_layers(self.layers, x, attention_mask, position_embeddings)
+
+        transformer_cls.forward = transformer_forward
+    else:
+        _log().info("ocrq encoder plugin: this vLLM's PixtralHFTransformer is not 0.26's; its residual adds stay")
     setattr(model_cls, _MARK, True)
     _log().info("ocrq encoder plugin: PixtralHFVisionModel patched for per-image attention")
     return True

@@ -1,5 +1,6 @@
-"""On a GPU: per-image attention against vLLM's dense block-diagonal mask, and the fused rotary against
-HF's element-wise one, for error and time.
+"""On a GPU: per-image attention against vLLM's dense block-diagonal mask, the fused rotary against HF's
+element-wise one, and the residual adds folded into the norms and the patch embedding as a GEMM against vLLM's
+own sequence, for error and time.
 
     python -m ocrq_vllm_plugin.selfcheck
 """
@@ -13,7 +14,13 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from ocrq_vllm_plugin.pixtral_attention import ImageSpans, attend_per_image, encoder_attention
+from ocrq_vllm_plugin.pixtral_attention import (
+    ImageSpans,
+    attend_per_image,
+    embed_patches,
+    encoder_attention,
+    fused_residual_layers,
+)
 
 # Patch grids (rows, columns) per image: a 1190x1540 page, a square 1540 px page, a business card, a half page.
 GRIDS = [(110, 85), (110, 110), (31, 48), (55, 84)]
@@ -80,7 +87,9 @@ def main() -> int:
         report[name] = {"rel_error": round(error, 6), "finite": finite, "ms": round(cuda_median_ms(fn), 3)}
     rotary = rotary_check()
     report["rotary"] = rotary
-    report["ok"] = ok and rotary["ok"]
+    fusion = fusion_check()
+    report["fusion"] = fusion
+    report["ok"] = ok and rotary["ok"] and fusion["ok"]
     print(json.dumps(report))
     return 0 if report["ok"] else 1
 
@@ -146,6 +155,83 @@ def rotary_check() -> dict:
         all_ms = cuda_median_ms(lambda m=mode: run(m, qkv, (cos, sin), spans), repeats=10, warmup=2)
         report[mode]["four_images_ms_per_layer"] = round(all_ms, 4)
     report["page_clone_ms_subtracted"] = round(copy_ms, 4)
+    return report
+
+
+class _Attention(torch.nn.Module):
+    """Stands in for the encoder's attention (a projection), called as PixtralHFAttention is."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.proj = torch.nn.Linear(width, width, bias=False)
+
+    def forward(self, hidden_states, attention_mask=None, position_embeddings=None):
+        return self.proj(hidden_states), None
+
+
+class _Layer(torch.nn.Module):
+    """One Pixtral block with vLLM's RMSNorm, as PixtralHFTransformerBlock has them."""
+
+    def __init__(self, width: int):
+        from vllm.model_executor.layers.layernorm import RMSNorm
+
+        super().__init__()
+        self.attention_norm, self.ffn_norm = RMSNorm(width, eps=1e-5), RMSNorm(width, eps=1e-5)
+        for norm in (self.attention_norm, self.ffn_norm):
+            torch.nn.init.normal_(norm.weight, 1.0, 0.1)
+        self.attention = _Attention(width)
+        self.feed_forward = torch.nn.Sequential(torch.nn.Linear(width, 4 * width, bias=False), torch.nn.SiLU(),
+                                                torch.nn.Linear(4 * width, width, bias=False))
+
+    def forward(self, x, attention_mask=None, position_embeddings=None):
+        # PixtralHFTransformerBlock.forward in vLLM 0.26.
+        r, _ = self.attention.forward(self.attention_norm(x), attention_mask=attention_mask,
+                                      position_embeddings=position_embeddings)
+        h = x + r
+        return h + self.feed_forward.forward(self.ffn_norm(h))
+
+
+def fusion_check() -> dict:
+    """Residual adds in vLLM's fused_add_rms_norm against separate adds and norms (four blocks of one page's
+    patches), and the patch embedding as a GEMM against vLLM's cuDNN convolution (one 1190x1540 page)."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.conv import Conv2dLayer
+
+    width, patches = HEADS * HEAD_DIM, LENGTHS[0]
+    report: dict = {}
+    with set_current_vllm_config(VllmConfig()), torch.no_grad():
+        layers = torch.nn.ModuleList(_Layer(width) for _ in range(4)).cuda().to(torch.bfloat16)
+        x = torch.randn(1, patches, width, device="cuda", dtype=torch.bfloat16)
+
+        def unfused():
+            h = x
+            for layer in layers:
+                h = layer(h)
+            return h
+
+        separate, together = unfused(), fused_residual_layers(layers, x.clone(), None, None)
+        error = ((together.double() - separate.double()).norm() / separate.double().norm()).item()
+        report["residual_in_norm"] = {
+            "rel_error_vs_separate": round(error, 6), "finite": bool(torch.isfinite(together).all()),
+            "ms_separate_4_layers": round(cuda_median_ms(unfused, repeats=20, warmup=3), 4),
+            "ms_fused_4_layers": round(cuda_median_ms(lambda: fused_residual_layers(layers, x.clone(), None, None),
+                                                      repeats=20, warmup=3), 4),
+        }
+
+        conv = Conv2dLayer(in_channels=3, out_channels=width, kernel_size=14, stride=14, bias=False).cuda()
+        conv = conv.to(torch.bfloat16)
+        torch.nn.init.normal_(conv.weight, 0.0, 0.02)
+        image = torch.randn(1, 3, 1540, 1190, device="cuda", dtype=torch.bfloat16)
+        cudnn, gemm = embed_patches(conv, image, fused=False), embed_patches(conv, image, fused=True)
+        error = ((gemm.double() - cudnn.double()).norm() / cudnn.double().norm()).item()
+        report["patch_embedding"] = {
+            "shape": list(gemm.shape), "rel_error_vs_conv": round(error, 6),
+            "finite": bool(torch.isfinite(gemm).all()),
+            "ms_conv": round(cuda_median_ms(lambda: embed_patches(conv, image, fused=False), repeats=20, warmup=3), 4),
+            "ms_gemm": round(cuda_median_ms(lambda: embed_patches(conv, image, fused=True), repeats=20, warmup=3), 4),
+        }
+    report["ok"] = all(r["finite"] and r[key] < TOLERANCE for r, key in (
+        (report["residual_in_norm"], "rel_error_vs_separate"), (report["patch_embedding"], "rel_error_vs_conv")))
     return report
 
 

@@ -23,4 +23,6 @@ printf 'Metadata-Version: 2.1\nName: ocrq-gpu\nVersion: 0\n' > "$ocrq_site/ocrq_
 printf '[vllm.general_plugins]\nocrq_encoder = ocrq_vllm_plugin:register\n' \
   > "$ocrq_site/ocrq_gpu-0.dist-info/entry_points.txt"
 export PYTHONPATH=$ocrq_repo:$ocrq_site:$PYTHONPATH
-export VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+# vLLM samples through FlashInfer by default; without FlashInfer here it must not try (`ocrq engine` decides the same).
+if [ -d "$ocrq_site/flashinfer" ]; then unset VLLM_USE_FLASHINFER_SAMPLER; else export VLLM_USE_FLASHINFER_SAMPLER=0; fi

@@ -8,6 +8,8 @@
 #          decode2 agree xqa prefill2                 (issue 21: FA3 vs FlashInfer decoding; fp8 vs bf16 greedy tokens;
 #                                                     encoder + prefill profiled, rotary eager and fused)
 #          e2exqa                                     (issue 21 #3, #4: best fp8/bf16 against issue 9's, steady; end to end)
+#          final                                      (issue 21 #2-#4: the profile as run here, steady, end to end at
+#                                                     1,024 pages, the prefill profile, issue 9's configuration)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -234,8 +236,9 @@ step_xqa() {  # fp8 through FLASHINFER with the XQA decode kernel. vLLM 0.26 rou
   VLLM_HAS_FLASHINFER_CUBIN=1 READY_S=420 agree_engine agree-fp8-xqa 1 --kv-cache-dtype fp8 --attention-backend FLASHINFER
 }
 
-engine_facts() {  # engine_facts LABEL: the decode kernel and the encoder's rotary mode the engine's log names
-  grep -hoE "decode_backend=[a-z_-]*|rotary embedding [a-z]+ \([A-Z_]+=[a-z]+\)" "$run/logs/$1"/*.log 2>/dev/null \
+engine_facts() {  # engine_facts LABEL: the decode kernel, the sampler and the encoder's modes the engine's log names
+  grep -hoE "decode_backend=[a-z_-]*|rotary embedding [a-z]+ \([A-Z_]+=[a-z]+\)|fusion [a-z]+ \([A-Z_]+=[a-z]+\)|\
+FlashInfer for top-p|top-p/top-k sampling disabled|Asynchronous scheduling is [a-z]+" "$run/logs/$1"/*.log 2>/dev/null \
     | sort | uniq -c | tee -a "$run/progress.txt"
 }
 
@@ -273,10 +276,38 @@ step_e2exqa() {  # issue 21 #3, #4 on one machine: the h200 profile's fp8 engine
   OCRQ_ENCODER_ROTARY=eager steady_engine issue9-bf16
 }
 
+# Issue 9's configuration: FA3 for fp8, HF's rotary, no fusion, vLLM's own top-p sampler.
+issue9() { VLLM_USE_FLASHINFER_SAMPLER=0 OCRQ_ENCODER_ROTARY=eager OCRQ_ENCODER_FUSION=off "$@"; }
+
+step_final() {  # issue 21 #2-#4 on one machine: the h200 profile as the launcher runs it here (fp8: XQA decoding;
+  # FlashInfer's top-p sampler; the encoder's rotary and residual fusions), steady and end to end at 1,024 pages,
+  # after the encoder + prefill profile with and without the fusion; issue 9's configuration steady; the bf16 pair.
+  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
+  svc_pid=$!
+  # First, as it also runs the fused encoder in a real engine: where that fails, the engines below run without it.
+  step_prefill2
+  grep -q '"fusion_mode_seen": "on"' "$results" || { say "no fused prefill profile: fusion off"; export OCRQ_ENCODER_FUSION=off; }
+  local best=best-fp8
+  if ! READY_S=480 serve "$best" --profile h200 --kv-cache-dtype fp8; then
+    say "retrying without FlashInfer's sampler"
+    best=best-fp8-vllm-sampler
+    VLLM_USE_FLASHINFER_SAMPLER=0 READY_S=420 serve "$best" --profile h200 --kv-cache-dtype fp8 || return
+  fi
+  engine_facts "$best"
+  steady "$best" "$url"
+  stack_e2e "$best" 1024
+  unserve
+  have 240 && issue9 steady_engine issue9-fp8 --kv-cache-dtype fp8 --attention-backend FLASH_ATTN
+  have 480 || return 0
+  steady_engine best-bf16
+  issue9 steady_engine issue9-bf16
+}
+
 step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eager then fused, one in-process engine
-  say "encoder + prefill profile, rotary eager and fused (bench/gpu_prefill_profile.py)"
+  say "encoder + prefill profile, fused and not (bench/gpu_prefill_profile.py ${PREFILL_MODES:-fused/on,fused/off})"
   VLLM_ENABLE_V1_MULTIPROCESSING=0 timeout 300 python3 bench/gpu_prefill_profile.py --model "$model_dir" --pages 60 \
-    --out "$results" --tables "$run" 2> "$run/logs/prefill2.err" | cut -c1-600 | tee -a "$run/progress.txt"
+    --modes "${PREFILL_MODES:-fused/on,fused/off}" --out "$results" --tables "$run" 2> "$run/logs/prefill2.err" \
+    | cut -c1-600 | tee -a "$run/progress.txt"
   tail -n 3 "$run/logs/prefill2.err" | cut -c1-300 | tee -a "$run/progress.txt"
 }
 

@@ -107,15 +107,25 @@ def test_the_host_decides_whether_flashinfer_can_run(kernels, backend, cubin_env
     assert profiles.plugin_env(named).get("VLLM_HAS_FLASHINFER_CUBIN") == cubin_env
 
 
+@pytest.mark.parametrize(("kernels", "sampler_env"), [("nvcc", None), ("prebuilt", None), (None, "0")])
+def test_vllm_samples_through_flashinfer_only_where_it_can_be_had(kernels, sampler_env):
+    # vLLM 0.26's default sampler is FlashInfer's; an engine without FlashInfer failed at start unless told not to.
+    for profile in (get_profile("h200"), get_profile("h200", kv_cache_dtype="fp8"), get_profile("16gb")):
+        env = profiles.plugin_env(profiles.on_host(profile, kernels=kernels))
+        assert env.get("VLLM_USE_FLASHINFER_SAMPLER") == sampler_env
+
+
 def test_plan_vllm_falls_back_to_fa3_where_flashinfer_has_no_kernels(monkeypatch, tmp_path):
     monkeypatch.setattr(engine_launcher, "flashinfer_kernels", lambda: None)
     (spec,) = engine_launcher.plan_vllm(profile=get_profile("h200", kv_cache_dtype="fp8"), state_dir=tmp_path,
                                         gpus=[{"index": "0", "memory_gib": 140.0}])
     assert flag(spec.argv, "--attention-backend") == "FLASH_ATTN" and "VLLM_HAS_FLASHINFER_CUBIN" not in spec.env
+    assert spec.env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     monkeypatch.setattr(engine_launcher, "flashinfer_kernels", lambda: "nvcc")
     (spec,) = engine_launcher.plan_vllm(profile=get_profile("h200", kv_cache_dtype="fp8"), state_dir=tmp_path,
                                         gpus=[{"index": "0", "memory_gib": 140.0}])
     assert flag(spec.argv, "--attention-backend") == "FLASHINFER" and spec.env["VLLM_HAS_FLASHINFER_CUBIN"] == "1"
+    assert "VLLM_USE_FLASHINFER_SAMPLER" not in spec.env
 
 
 def test_overrides_apply_and_none_keeps_the_profile():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ocrq_vllm_plugin.compat import DENSE_MASK_HELPERS, pixtral_encoder_kind
+from ocrq_vllm_plugin.compat import DENSE_MASK_HELPERS, fusable_transformer, pixtral_encoder_kind
 
 
 def _pixtral(forward, *, helpers=DENSE_MASK_HELPERS):
@@ -44,3 +44,15 @@ def test_anything_else_is_unknown_and_not_patched():
         pass
 
     assert pixtral_encoder_kind(_pixtral(forward_other)) == "unknown"
+
+
+def test_the_residual_fusion_replaces_only_the_transformer_forward_it_knows():
+    def forward_026(self, x, attention_mask, position_embeddings, return_all_hidden_states):
+        """vLLM 0.26.0's PixtralHFTransformer.forward."""
+
+    def forward_other(self, x, attention_mask, position_embeddings):
+        pass
+
+    assert fusable_transformer(SimpleNamespace(PixtralHFTransformer=type("T", (), {"forward": forward_026})))
+    assert not fusable_transformer(SimpleNamespace(PixtralHFTransformer=type("T", (), {"forward": forward_other})))
+    assert not fusable_transformer(SimpleNamespace())
