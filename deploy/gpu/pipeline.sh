@@ -10,6 +10,7 @@
 #          e2exqa                                     (issue 21 #3, #4: best fp8/bf16 against issue 9's, steady; end to end)
 #          final                                      (issue 21 #2-#4: the profile as run here, steady, end to end at
 #                                                     1,024 pages, the prefill profile, issue 9's configuration)
+#          feed                                       (issue 21 #4: the bulk worker's processes and pair wait)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -244,7 +245,10 @@ FlashInfer for top-p|top-p/top-k sampling disabled|Asynchronous scheduling is [a
 
 stack_e2e() {  # stack_e2e LABEL PAGES: the whole ocrq stack on the engine at $url, end to end against direct
   local label=$1 pages=$2
-  wait "$svc_pid" || { say "services failed: $(tail -n 3 "$run/logs/services.log")"; return 1; }
+  if [ -n "${svc_pid:-}" ]; then  # the services' start, once
+    wait "$svc_pid" || { say "services failed: $(tail -n 3 "$run/logs/services.log")"; return 1; }
+    svc_pid=
+  fi
   OCRQ_ENGINE_URLS=$url OCRQ_ENGINE_MODEL=$name OCRQ_ENGINE_OUTAGE_RETRY_S=5 \
     timeout 180 bash deploy/gpu/stack.sh start 1000 > "$run/logs/stack-$label.log" 2>&1
   tail -n 3 "$run/logs/stack-$label.log" | tee -a "$run/progress.txt"
@@ -301,6 +305,17 @@ step_final() {  # issue 21 #2-#4 on one machine: the h200 profile as the launche
   have 480 || return 0
   steady_engine best-bf16
   issue9 steady_engine issue9-bf16
+}
+
+step_feed() {  # issue 21 #4, not yet run: how the bulk GPU worker feeds the engine, end to end at 1,024 pages on the
+  # profile's fp8 engine; 32 processes with 0.25 s to fill a pair, then 64 with 2 s (full pairs, twice max_num_seqs)
+  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
+  svc_pid=$!
+  READY_S=480 serve feed-fp8 --profile h200 --kv-cache-dtype fp8 || return
+  engine_facts feed-fp8
+  OCRQ_STACK_GPU_CONCURRENCY=32 OCRQ_ENGINE_BATCH_WAIT_S=0.25 stack_e2e feed-32-0.25s 1024
+  OCRQ_STACK_GPU_CONCURRENCY=64 OCRQ_ENGINE_BATCH_WAIT_S=2 stack_e2e feed-64-2s 1024
+  unserve
 }
 
 step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eager then fused, one in-process engine

@@ -11,11 +11,11 @@
 #   cpu-prepare      control + prepare.bulk, $OCRQ_STACK_CPU_CONCURRENCY (6) processes: splits bulk jobs
 #   gpu-interactive  the interactive GPU buckets, $OCRQ_STACK_INTERACTIVE_CONCURRENCY (8, the interactive engine's max_num_seqs) processes, each page sent
 #                    as it comes (pair 1), to the interactive engines if any
-#   gpu-bulk         the bulk GPU buckets, $OCRQ_STACK_GPU_CONCURRENCY (64) processes x pair $OCRQ_STACK_PAIR_SIZE
-#                    (16) = 1,024 pages sent at most, twice the h200 profile's max_num_seqs: a process renders its
-#                    batch (one fork per page) and then waits on the engine for all of it, and while uploads
-#                    trickle in batches go out part-filled; with 32 processes the engine held about 380 pages,
-#                    not 512 (BENCHMARKS.md, issue 21 #4). What the engine cannot run yet waits in its queue.
+#   gpu-bulk         the bulk GPU buckets, $OCRQ_STACK_GPU_CONCURRENCY (32) processes x pair $OCRQ_STACK_PAIR_SIZE
+#                    (16) = 512 pages in flight at most (the h200 profile's max_num_seqs): a process renders its
+#                    batch (one fork per page) and then waits on the engine for all of it. Batches leave part-filled
+#                    (OCRQ_ENGINE_BATCH_WAIT_S, 0.25 s), so fewer are in flight: 64 processes did not help
+#                    (BENCHMARKS.md, issue 21 #4)
 # GPU workers take only GPU queues (jobs are split on the CPU workers), so a busy GPU worker never sits on
 # prefetched split tasks. With OCRQ_STACK_LANES=0 one GPU worker takes both lanes (interactive buckets first).
 # A `worker` without --lane gets the same split through --queues and per-process settings.
@@ -124,7 +124,7 @@ if NO_COLOR=1 TERM=dumb COLUMNS=200 timeout 60 "$PY" -m cli.main worker --help 2
 else
   lane_flag=0; say "this ocrq has no \`worker --lane\`: lanes by --queues and per-worker engine settings"
 fi
-gpu_c=${OCRQ_STACK_GPU_CONCURRENCY:-64}
+gpu_c=${OCRQ_STACK_GPU_CONCURRENCY:-32}
 pair=${OCRQ_STACK_PAIR_SIZE:-16}
 int_c=${OCRQ_STACK_INTERACTIVE_CONCURRENCY:-8}
 cpu_c=${OCRQ_STACK_CPU_CONCURRENCY:-6}
