@@ -386,3 +386,17 @@ def test_the_engine_host_needs_no_celery():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(("installed", "nvcc", "expected"), [
+    ({"flashinfer"}, False, None),  # JIT sources only, nothing to compile them with: the slim GPU image
+    ({"flashinfer", "flashinfer_cubin"}, False, None),  # cubins alone hold neither XQA nor the sampler
+    ({"flashinfer", "flashinfer_cubin", "flashinfer_jit_cache"}, False, "prebuilt"),
+    ({"flashinfer"}, True, "nvcc"),
+    (set(), True, None),  # no FlashInfer at all
+])
+def test_flashinfer_kernels_come_prebuilt_in_both_wheels_or_from_nvcc(monkeypatch, installed, nvcc, expected):
+    monkeypatch.setattr(profiles.importlib.util, "find_spec", lambda name: object() if name in installed else None)
+    monkeypatch.setattr(profiles.shutil, "which", lambda name: "/usr/local/cuda/bin/nvcc" if nvcc else None)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    assert profiles.flashinfer_kernels() == expected

@@ -124,7 +124,8 @@ def plan_vllm(
     chosen = profile.attention
     profile = on_host(profile, kernels=flashinfer_kernels())
     if profile.attention != chosen:
-        log.warning("FlashInfer cannot get its kernels here (no flashinfer-cubin, no nvcc): %s decodes through %s",
+        log.warning("FlashInfer cannot get its kernels here (no flashinfer-cubin with flashinfer-jit-cache, no nvcc): "
+                    "%s decodes through %s",
                     profile.name, profile.attention or "vLLM's default")
     specs = []
     for gpu in gpus:

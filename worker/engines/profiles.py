@@ -268,10 +268,14 @@ def serve_argv(
 
 
 def flashinfer_kernels() -> str | None:
-    """Where FlashInfer gets its kernels here: "prebuilt" (flashinfer-cubin), "nvcc" (compiled here), or None."""
+    """Where FlashInfer gets its kernels here: "prebuilt", "nvcc" (compiled here), or None.
+
+    Prebuilt needs both wheels: flashinfer-cubin only has the downloaded cubins, and XQA and the sampler are JIT
+    modules, which come compiled in flashinfer-jit-cache or are built with nvcc (flashinfer/jit/core.py).
+    """
     if importlib.util.find_spec("flashinfer") is None:
         return None
-    if importlib.util.find_spec("flashinfer_cubin") is not None:
+    if all(importlib.util.find_spec(name) is not None for name in ("flashinfer_cubin", "flashinfer_jit_cache")):
         return "prebuilt"
     cuda_home = os.environ.get("CUDA_HOME")
     if shutil.which("nvcc") or (cuda_home and (Path(cuda_home) / "bin" / "nvcc").is_file()):
