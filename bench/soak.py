@@ -49,7 +49,6 @@ import httpx
 from PIL import Image
 from sqlalchemy import select
 
-from common import migrate
 from common.db import Database
 from common.jobs.models import Job, Page
 from common.queue.leases import Lease
@@ -57,12 +56,11 @@ from common.queue.names import WEBHOOK_QUEUE, cpu_worker_queues
 from common.settings import S3SourceProfile, Settings
 from common.webhooks.models import WebhookDelivery
 from tests.batches.support import word_for, word_image
-from tests.support import seaweed, webhook_receiver
-from tests.support.servers import PostgresServer, RedisServer
+from tests.support import webhook_receiver
+from tests.support.private_services import private_services
 from tests.support.stack import Stack
 
 KEY = "ocrq_bench_soak_key_0000000000000000000"
-BUCKET = "ocrq-soak"
 HOOK = "/soak"
 # Short recovery timers, as the recovery tests use; recorded in the result.
 TIMERS = {"heartbeat_interval_s": 1.0, "heartbeat_lapse_s": 6.0, "sweep_interval_s": 2.0,
@@ -284,21 +282,12 @@ def main() -> None:
           f"files in {work}", flush=True)
     plans = plan_jobs(args.jobs, args.multipage)
 
-    with PostgresServer() as pg, RedisServer() as rd:
-        s3 = seaweed.start(work / "seaweed")
-        try:
-            s3.client().create_bucket(Bucket=BUCKET)
-            migrate.upgrade(pg.url)
-            settings = Settings(
-                home=work / "home", database_url=pg.url, broker_url=rd.url, broker_key_prefix="soak:",
-                storage_url=f"s3://{BUCKET}", s3_endpoint_url=s3.endpoint, s3_access_key_id=seaweed.ACCESS_KEY,
-                s3_secret_access_key=seaweed.SECRET_KEY, api_keys=[f"soak:{KEY}"], net_allowlist=["127.0.0.1/32"],
-                s3_source_profiles={"service": S3SourceProfile(tenants=["*"], read=["*"], write=["*"],
-                                                               use_service_credentials=True)},
-                log_format="json", page_retries=args.page_retries, **TIMERS)
-            result = run(args, rng, settings, plans, pg=pg, rd=rd, s3=s3, logs=logs)
-        finally:
-            s3.stop()
+    with private_services(work, tenant="soak", api_key=KEY, net_allowlist=["127.0.0.1/32"],
+                          s3_source_profiles={"service": S3SourceProfile(tenants=["*"], read=["*"], write=["*"],
+                                                                         use_service_credentials=True)},
+                          log_format="json", page_retries=args.page_retries, **TIMERS) as services:
+        result = run(args, rng, services.settings, plans, pg=services.pg, rd=services.redis, s3=services.s3,
+                     logs=logs)
     result |= {"command": " ".join(["python -m bench.soak", *sys.argv[1:]]), "work_dir": str(work)}
     args.out.write_text(json.dumps(result, indent=2, default=str))
     summary(result)
