@@ -298,7 +298,8 @@ def plugin_env(profile: Profile) -> dict[str, str]:
     """Environment of an engine process: the ocrq encoder plugin on or off, and what FlashInfer needs on Hopper."""
     env = {"OCRQ_ENCODER_PLUGIN": "1" if profile.encoder_plugin else "0"}
     if not profile.flashinfer_sampler:
-        # vLLM 0.26 samples through FlashInfer by default and fails at start where it cannot import or build it.
+        # vLLM 0.26 samples through FlashInfer by default: without FlashInfer an engine failed at start, and
+        # without nvcc or prebuilt kernels FlashInfer cannot build its sampling module.
         env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
     if profile.attention == "FLASHINFER" and profile.flashinfer_from_source and profile.name.startswith("h200"):
         # vLLM 0.26 decodes with XQA on Hopper only if it believes FlashInfer's prebuilt kernels can be had (NVIDIA's
