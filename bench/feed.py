@@ -11,8 +11,8 @@ requests kept --slots in flight, a new one as one ends (bench/gpu_raw.py's drive
 Postgres, Redis and SeaweedFS, the API in process, one CPU worker splitting jobs (`ocrq.control`,
 `ocrq.prepare.bulk`), and for each config one `ocrq worker --gpu --lane bulk` on the bulk GPU queues; --pages
 single-page PNG jobs (priority bulk) sent by --submitters threads, timed from the first submit to the last page
-written. A config is PROCESSESxPAIR@WAIT: --concurrency PROCESSES, OCRQ_ENGINE_PAIR_SIZE=PAIR and
-OCRQ_ENGINE_BATCH_WAIT_S=WAIT. The engine is the edge this bench replaces; everything else is the real stack.
+written. A config is PROCESSESxPAIR@WAIT[:POOL]: --concurrency PROCESSES, OCRQ_ENGINE_PAIR_SIZE=PAIR,
+OCRQ_ENGINE_BATCH_WAIT_S=WAIT and --pool POOL (default prefork). The engine is the edge this bench replaces; everything else is the real stack.
 """
 
 from __future__ import annotations
@@ -142,10 +142,12 @@ def direct(engine: SlotEngine, pages: int) -> dict:
 
 def through_stack(stack: Stack, db: Database, engine: SlotEngine, *, config: str, pages: int,
                   submitters: int) -> dict:
-    processes, rest = config.split("x")
+    sizes, _, pool = config.partition(":")
+    processes, rest = sizes.split("x")
     pair, wait = rest.split("@")
     worker = stack.start_worker(
         "--gpu", "--lane", "bulk", "--queues", ",".join(gpu_worker_queues("bulk")), "--concurrency", processes,
+        "--pool", pool or "prefork",
         extra_env={"OCRQ_ENGINE_PAIR_SIZE": pair, "OCRQ_ENGINE_BATCH_WAIT_S": wait}, timeout=180)
     try:
         with db.session() as session:

@@ -308,13 +308,16 @@ step_final() {  # issue 21 #2-#4 on one machine: the h200 profile as the launche
 }
 
 step_feed() {  # issue 21 #4, not yet run: how the bulk GPU worker feeds the engine, end to end at 1,024 pages on the
-  # profile's fp8 engine; 32 processes with 0.25 s to fill a pair, then 64 with 2 s (full pairs, twice max_num_seqs)
+  # profile's fp8 engine; 32 processes with 0.25 s to fill a pair, then 64 with 2 s (full pairs, twice max_num_seqs),
+  # then one process of 1,024 threads sending each page alone (each page's slot freed as it comes back)
   timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
   svc_pid=$!
   READY_S=480 serve feed-fp8 --profile h200 --kv-cache-dtype fp8 || return
   engine_facts feed-fp8
   OCRQ_STACK_GPU_CONCURRENCY=32 OCRQ_ENGINE_BATCH_WAIT_S=0.25 stack_e2e feed-32-0.25s 1024
   OCRQ_STACK_GPU_CONCURRENCY=64 OCRQ_ENGINE_BATCH_WAIT_S=2 stack_e2e feed-64-2s 1024
+  have 300 && OCRQ_STACK_GPU_POOL=threads OCRQ_STACK_GPU_CONCURRENCY=1024 OCRQ_STACK_PAIR_SIZE=1 \
+    stack_e2e feed-threads-1024x1 1024
   unserve
 }
 

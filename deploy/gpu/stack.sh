@@ -15,7 +15,8 @@
 #                    (16) = 512 pages in flight at most (the h200 profile's max_num_seqs): a process renders its
 #                    batch (one fork per page) and then waits on the engine for all of it. Batches leave part-filled
 #                    (OCRQ_ENGINE_BATCH_WAIT_S, 0.25 s), so fewer are in flight: 64 processes did not help
-#                    (BENCHMARKS.md, issue 21 #4)
+#                    (BENCHMARKS.md, issue 21 #4). $OCRQ_STACK_GPU_POOL (prefork) picks Celery's pool: threads
+#                    free each page's slot as it comes back (not measured on a GPU yet)
 # GPU workers take only GPU queues (jobs are split on the CPU workers), so a busy GPU worker never sits on
 # prefetched split tasks. With OCRQ_STACK_LANES=0 one GPU worker takes both lanes (interactive buckets first).
 # A `worker` without --lane gets the same split through --queues and per-process settings.
@@ -125,6 +126,7 @@ else
   lane_flag=0; say "this ocrq has no \`worker --lane\`: lanes by --queues and per-worker engine settings"
 fi
 gpu_c=${OCRQ_STACK_GPU_CONCURRENCY:-32}
+gpu_pool=${OCRQ_STACK_GPU_POOL:-prefork}
 pair=${OCRQ_STACK_PAIR_SIZE:-16}
 int_c=${OCRQ_STACK_INTERACTIVE_CONCURRENCY:-8}
 cpu_c=${OCRQ_STACK_CPU_CONCURRENCY:-6}
@@ -138,11 +140,13 @@ if [ "$lanes" = 1 ]; then
   if [ $lane_flag = 1 ]; then
     launch gpu-interactive OCRQ_ENGINE_INTERACTIVE_PAIR_SIZE="${OCRQ_ENGINE_INTERACTIVE_PAIR_SIZE:-1}" -- \
       worker --gpu --lane interactive --queues "$q_interactive" --concurrency "$int_c"
-    launch gpu-bulk OCRQ_ENGINE_PAIR_SIZE="$pair" -- worker --gpu --lane bulk --queues "$q_bulk" --concurrency "$gpu_c"
+    launch gpu-bulk OCRQ_ENGINE_PAIR_SIZE="$pair" -- worker --gpu --lane bulk --queues "$q_bulk" --concurrency "$gpu_c" \
+      --pool "$gpu_pool"
   else
     launch gpu-interactive OCRQ_ENGINE_URLS="$int_urls" OCRQ_ENGINE_PAIR_SIZE="${OCRQ_ENGINE_INTERACTIVE_PAIR_SIZE:-1}" \
       -- worker --gpu --queues "$q_interactive" --concurrency "$int_c"
-    launch gpu-bulk OCRQ_ENGINE_PAIR_SIZE="$pair" -- worker --gpu --queues "$q_bulk" --concurrency "$gpu_c"
+    launch gpu-bulk OCRQ_ENGINE_PAIR_SIZE="$pair" -- worker --gpu --queues "$q_bulk" --concurrency "$gpu_c" \
+      --pool "$gpu_pool"
   fi
 else
   launch gpu OCRQ_ENGINE_PAIR_SIZE="$pair" -- worker --gpu --queues "$q_all" --concurrency "$gpu_c"
@@ -171,7 +175,8 @@ if [ ${#pending[@]} -gt 0 ]; then say "FAILED: not ready: ${pending[*]} (logs in
 cat > "$run/stack.json" <<EOF
 {"api_url": "http://127.0.0.1:$api_port", "tokens": $tokens, "engine_urls": "$OCRQ_ENGINE_URLS",
  "interactive_urls": "${OCRQ_ENGINE_INTERACTIVE_URLS:-}", "lanes": $lanes, "lane_flag": $lane_flag,
- "api_workers": ${OCRQ_STACK_API_WORKERS:-4}, "cpu_prepare": $cpu_c, "gpu_bulk_procs": $gpu_c, "pair": $pair,
+ "api_workers": ${OCRQ_STACK_API_WORKERS:-4}, "cpu_prepare": $cpu_c, "gpu_bulk_procs": $gpu_c,
+ "gpu_pool": "$gpu_pool", "pair": $pair,
  "gpu_interactive_procs": $int_c, "nproc": $(nproc)}
 EOF
 echo "$api_key" > "$run/api_key"
