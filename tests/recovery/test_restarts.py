@@ -1,5 +1,6 @@
 """Restarts the outage tests do not cover: SeaweedFS (S3) restarted mid-run, and Redis restarted keeping its
-data, each on a private server that the test itself restarts; every job submitted around it finishes."""
+data, each on a private server that the test itself restarts; every job submitted around it finishes. And S3
+answering 500 InternalError, as SeaweedFS did once while it came back."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tests.batches.support import word_for
 from tests.conftest import BUCKET, KEY_A, make_settings
 from tests.recovery.test_outages import TIMERS, finished, run_through, submit
 from tests.support import seaweed
+from tests.support.s3_busy import BusyS3Proxy
 from tests.support.servers import RedisServer
 from tests.support.stack import Stack, wait_until
 
@@ -39,6 +41,24 @@ def test_s3_restarted_mid_run_every_job_finishes_and_no_page_fails(tmp_path_fact
         statuses = run_through(stack, lambda: own_s3.restart(down_s=5), jobs=6)
         assert failed_pages(stack) == 0
     assert 503 in statuses, "no upload landed in the outage"
+
+
+def test_s3_answering_internal_error_puts_the_page_back_and_never_fails_it(tmp_path, own_pg_url, redis_url, own_s3):
+    # Seen in a fresh-clone run of the restart test above: reading a job's source during the restart got S3's
+    # InternalError, which became ObjectMissing, and the page failed as if its source were gone.
+    proxy = BusyS3Proxy(own_s3.endpoint)
+    settings = make_settings(home=tmp_path / "home", pg_url=own_pg_url, redis_url=redis_url, s3=own_s3, **TIMERS)
+    try:
+        with Stack(settings, logs=tmp_path) as stack:
+            stack.start_worker("--beat", extra_env={"OCRQ_S3_ENDPOINT_URL": proxy.endpoint})
+            client = stack.client(KEY_A)
+            proxy.busy_for(15)  # longer than boto's own five attempts at one read
+            jobs = submit_jobs(client, 300, 2)
+            assert_all_read(stack, jobs)
+            assert failed_pages(stack) == 0
+    finally:
+        proxy.close()
+    assert proxy.busy_answers > 5, proxy.busy_answers
 
 
 def submit_jobs(client, first: int, count: int) -> dict[str, str]:

@@ -58,12 +58,10 @@ def _split(ctx: WorkerContext, job: Job) -> bool:
     except outages.OUTAGE_TYPES as exc:
         if not (outages.outage_of(exc) and _within_outage_grace(ctx, job)):
             raise
-        # Storage unreachable: the job stays running without pages; try again later, as for an engine outage.
-        log.warning("storage unreachable; the job is split later: %s", exc.__class__.__name__)
-        dispatch.publish_prepare(ctx.app, job_id=job.id, lane=job.priority,
-                                 countdown=ctx.settings.engine_outage_retry_s)
-        return False
+        return _split_later(ctx, job, exc)
     except (DocumentRejected, PageRangeError, ObjectMissing, FetchError, NotGranted, OSError, ValueError) as exc:
+        if outages.outage_of(exc) and _within_outage_grace(ctx, job):  # S3's "not now" behind ObjectMissing
+            return _split_later(ctx, job, exc)
         reason = public_reason(exc)
         log.warning("job rejected: %s (%r)", reason, exc)
         fail_job(ctx, job_id=job.id, reason=reason)
@@ -73,6 +71,13 @@ def _split(ctx: WorkerContext, job: Job) -> bool:
         session.execute(update(Job).where(Job.id == job.id).values(
             pages_total=len(indices), doc_kind=info.kind, source_key=job.source_key))
     return True
+
+
+def _split_later(ctx: WorkerContext, job: Job, exc: BaseException) -> bool:
+    """Storage unreachable: the job stays running without pages; try again later, as for an engine outage."""
+    log.warning("storage unreachable; the job is split later: %s", exc.__class__.__name__)
+    dispatch.publish_prepare(ctx.app, job_id=job.id, lane=job.priority, countdown=ctx.settings.engine_outage_retry_s)
+    return False
 
 
 def _fetch_url_source(ctx: WorkerContext, job: Job) -> str:
@@ -123,6 +128,9 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
             outcomes[c.page.id] = job_states.PageOutcome(
                 error=f"page {c.page.index + 1} could not be read: the {what} stayed unreachable")
         except (DocumentRejected, ObjectMissing, NotGranted, OSError) as exc:
+            if outages.outage_of(exc) and _within_outage_grace(ctx, c.job):  # S3's "not now" behind ObjectMissing
+                _retry_later(ctx, c, refund=True)
+                continue
             log.warning("page %d not rendered: %r", c.page.index + 1, exc)
             outcomes[c.page.id] = job_states.PageOutcome(
                 error=f"page {c.page.index + 1} could not be rendered: {public_reason(exc)}")
