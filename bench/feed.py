@@ -25,14 +25,13 @@ import platform
 import statistics
 import sys
 import tempfile
-import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Self
 
 import httpx
-import uvicorn
 from fastapi import FastAPI, Request
 from PIL import Image, ImageDraw
 from sqlalchemy import func, select
@@ -40,8 +39,8 @@ from sqlalchemy import func, select
 from common.db import Database
 from common.jobs.models import Page
 from common.queue.names import CONTROL_QUEUE, PREPARE_BULK_QUEUE, gpu_worker_queues
+from tests.support.live_server import live_server
 from tests.support.private_services import private_services
-from tests.support.servers import free_port
 from tests.support.stack import Stack
 
 KEY = "ocrq_bench_feed_key_0000000000000000000"
@@ -54,9 +53,7 @@ class SlotEngine:
     def __init__(self, *, slots: int, service_s: float) -> None:
         self.slots, self.service_s = slots, service_s
         self.requests: list[tuple[float, float, float]] = []  # (arrived, started, ended), monotonic
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._server: uvicorn.Server | None = None
+        self.url = ""
 
     def app(self) -> FastAPI:
         app = FastAPI()
@@ -83,19 +80,12 @@ class SlotEngine:
 
         return app
 
-    def __enter__(self) -> Self:
-        config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="warning")
-        self._server = uvicorn.Server(config)
-        threading.Thread(target=self._server.run, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("stand-in engine did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.should_exit = True
+    @contextmanager
+    def serving(self) -> Iterator[SlotEngine]:
+        """This engine on loopback (tests/support/live_server) until the block ends."""
+        with live_server(self.app()) as url:
+            self.url = url
+            yield self
 
     def window(self, start: float, end: float) -> dict:
         """How busy the slots were between start and end: mean running, and the share of time all were busy."""
@@ -196,7 +186,7 @@ def main() -> None:
     (work / "logs").mkdir()
     result: dict = {"command": " ".join(["python -m bench.feed", *sys.argv[1:]]), "machine": platform.node(),
                     "slots": args.slots, "service_s": args.service_s, "work_dir": str(work), "runs": []}
-    with SlotEngine(slots=args.slots, service_s=args.service_s) as engine, private_services(
+    with SlotEngine(slots=args.slots, service_s=args.service_s).serving() as engine, private_services(
             work, tenant="feed", api_key=KEY, rate_limit_rps=0, engine="vllm", engine_urls=[engine.url],
             engine_model=MODEL, engine_timeout_s=600, stale_requeue_after_s=900, log_format="json") as services:
         db = Database(services.settings.resolved_database_url)

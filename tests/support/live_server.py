@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -10,13 +9,13 @@ from contextlib import contextmanager
 
 import uvicorn
 
+from tests.support.servers import free_port
+
 
 @contextmanager
 def live_server(app, *, timeout: float = 30) -> Iterator[str]:
     """Run `app` (lifespan included) on 127.0.0.1 until the block ends; yields its base URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()
