@@ -75,10 +75,9 @@ class Profile:
     attention_backend: str | None = None
     # The backend for an fp8 KV cache where it differs (the h200 profile: FlashInfer, which decodes with XQA).
     fp8_attention_backend: str | None = None
-    # Set by on_host: FlashInfer's kernels are compiled on this host (nvcc), none prebuilt are installed.
-    flashinfer_from_source: bool = False
-    # Set by on_host: FlashInfer can be had here, so vLLM samples top-p through it (its default); else through its own.
-    flashinfer_sampler: bool = True
+    # Set by on_host, what flashinfer_kernels() found: "prebuilt", "nvcc" or None (FlashInfer cannot run here);
+    # "unchecked" leaves vLLM to its own defaults.
+    flashinfer: str | None = "unchecked"
     encoder_plugin: bool = True
     # A fixed KV cache size (vLLM --kv-cache-memory-bytes) instead of a share of the card; set per engine
     # when several engines share one GPU.
@@ -286,22 +285,20 @@ def flashinfer_kernels() -> str | None:
 def on_host(profile: Profile, *, kernels: str | None) -> Profile:
     """The profile as this host can run it: the profile's own choice of FlashInfer only where its kernels can be had
     (a backend named with --attention-backend is kept as it is)."""
-    profile = replace(profile, flashinfer_sampler=kernels is not None)
-    if profile.attention != "FLASHINFER":
-        return profile
-    if kernels is None and profile.attention_backend != "FLASHINFER":
+    profile = replace(profile, flashinfer=kernels)
+    if profile.attention == "FLASHINFER" and kernels is None and profile.attention_backend != "FLASHINFER":
         return replace(profile, fp8_attention_backend=None)
-    return replace(profile, flashinfer_from_source=kernels == "nvcc")
+    return profile
 
 
 def plugin_env(profile: Profile) -> dict[str, str]:
     """Environment of an engine process: the ocrq encoder plugin on or off, and what FlashInfer needs on Hopper."""
     env = {"OCRQ_ENCODER_PLUGIN": "1" if profile.encoder_plugin else "0"}
-    if not profile.flashinfer_sampler:
+    if profile.flashinfer is None:
         # vLLM 0.26 samples through FlashInfer by default: without FlashInfer an engine failed at start, and
         # without nvcc or prebuilt kernels FlashInfer cannot build its sampling module.
         env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
-    if profile.attention == "FLASHINFER" and profile.flashinfer_from_source and profile.name.startswith("h200"):
+    if profile.attention == "FLASHINFER" and profile.flashinfer == "nvcc" and profile.name.startswith("h200"):
         # vLLM 0.26 decodes with XQA on Hopper only if it believes FlashInfer's prebuilt kernels can be had (NVIDIA's
         # download site reachable, or flashinfer-cubin installed); offline it falls back to a slower kernel. XQA is
         # compiled from source on the host and needs none of them (vllm/utils/flashinfer.py, has_nvidia_artifactory).
