@@ -7,9 +7,9 @@
 #          anatomy block pair pairfp8 fp8steady      (issue 9: where a page's time goes; block size; two engines)
 #          decode2 agree xqa prefill2                 (issue 21: FA3 vs FlashInfer decoding; fp8 vs bf16 greedy tokens;
 #                                                     encoder + prefill profiled, rotary eager and fused)
-#          e2exqa                                     (issue 21 #3, #4: best fp8/bf16 against issue 9's, steady; end to end)
 #          final                                      (issue 21 #2-#4: the profile as run here, steady, end to end at
-#                                                     1,024 pages, the prefill profile, issue 9's configuration)
+#                                                     1,024 pages, the prefill profile, issue 9's configuration;
+#                                                     session 8's e2exqa, folded into it)
 #          feed                                       (issue 21 #4: the bulk worker's processes and pair wait)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
@@ -263,21 +263,6 @@ steady_engine() {  # steady_engine LABEL [ocrq engine options...]: one h200 engi
   engine_facts "$label"
   steady "$label" "$url"
   unserve
-}
-
-step_e2exqa() {  # issue 21 #3, #4 on one machine: the h200 profile's fp8 engine (FlashInfer's XQA where nvcc is there)
-  # steady and end to end, issue 9's fp8 configuration steady; then the bf16 pair if the budget leaves time.
-  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
-  svc_pid=$!
-  READY_S=480 serve e2e-fp8-xqa --profile h200 --kv-cache-dtype fp8 || return
-  engine_facts e2e-fp8-xqa
-  steady e2e-fp8-xqa "$url"
-  stack_e2e e2e-fp8-xqa 512
-  unserve
-  have 240 && OCRQ_ENCODER_ROTARY=eager steady_engine issue9-fp8 --kv-cache-dtype fp8 --attention-backend FLASH_ATTN
-  have 540 || return 0
-  steady_engine best-bf16
-  OCRQ_ENCODER_ROTARY=eager steady_engine issue9-bf16
 }
 
 # Issue 9's configuration: FA3 for fp8, HF's rotary, no fusion, vLLM's own top-p sampler.
