@@ -69,8 +69,10 @@ def worker(
     beat: Annotated[bool, typer.Option(
         help="Take part in running the sweepers' schedule: every worker may, a database lease lets one at a time.",
     )] = True,
-    pool: Annotated[str, typer.Option(help="prefork (time limits, crash isolation) or solo (one task inline).")]
-    = "prefork",
+    pool: Annotated[str, typer.Option(
+        help="prefork (time limits, crash isolation), threads (with --gpu: one process whose threads each free "
+             "their page's slot as it comes back; no time limits) or solo (one task inline).",
+    )] = "prefork",
     gpu: Annotated[bool, typer.Option(help="Read pages through the vLLM engines, in same-size batches.")] = False,
     lane: Annotated[Literal["all", "interactive", "bulk"],
                     typer.Option(help="With --gpu: serve only this priority lane, through its engines.")] = "all",

@@ -26,7 +26,7 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
 
     if gpu:
         # The app carries these settings to every process: the engine is built from the lane's URLs.
-        settings = engine_lanes.for_lane(settings, lane)
+        settings = engine_lanes.for_worker(settings, lane=lane, pool=pool, concurrency=concurrency)
     app = create_celery(settings)
     if gpu:
         job_tasks.register_gpu_tasks(app, pair_size=settings.engine_pair_size, wait_s=settings.engine_batch_wait_s)

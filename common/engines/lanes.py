@@ -40,6 +40,17 @@ def for_lane(settings: Settings, lane: str) -> Settings:
                                        "engine_pair_size": settings.engine_interactive_pair_size})
 
 
+def for_worker(settings: Settings, *, lane: str, pool: str, concurrency: int) -> Settings:
+    """The settings of a GPU worker: its lane's (for_lane), and, for a pool whose tasks share one process
+    (threads), an engine client that lets every task's batch be in flight at once. Prefork processes each have
+    their own client."""
+    settings = for_lane(settings, lane)
+    wanted = concurrency * settings.engine_pair_size
+    if pool == "prefork" or settings.engine_max_in_flight >= wanted:
+        return settings
+    return settings.model_copy(update={"engine_max_in_flight": wanted})
+
+
 def configured_engines(settings: Settings) -> list[EngineRef]:
     """Every engine the settings name, with its lane; an URL listed for both lanes appears once per lane."""
     if settings.engine != "vllm":

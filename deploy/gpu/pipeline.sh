@@ -10,7 +10,8 @@
 #          final                                      (issue 21 #2-#4: the profile as run here, steady, end to end at
 #                                                     1,024 pages, the prefill profile, issue 9's configuration;
 #                                                     session 8's e2exqa, folded into it)
-#          feed                                       (issue 21 #4: the bulk worker's processes and pair wait)
+#          feed                                       (issue 21 #3, #4: the bulk worker's threads end to end, fp8
+#                                                     steady, the bf16 pair, the prefork layout if time is left)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -292,18 +293,25 @@ step_final() {  # issue 21 #2-#4 on one machine: the h200 profile as the launche
   issue9 steady_engine issue9-bf16
 }
 
-step_feed() {  # issue 21 #4, not yet run: how the bulk GPU worker feeds the engine, end to end at 1,024 pages on the
-  # profile's fp8 engine; 32 processes with 0.25 s to fill a pair, then 64 with 2 s (full pairs, twice max_num_seqs),
-  # then one process of 1,024 threads sending each page alone (each page's slot freed as it comes back)
+step_feed() {  # issue 21 #3, #4 on one machine, the h200 profile's fp8 engine: end to end at 1,024 pages with the
+  # bulk worker's threads (8 workers x 128 threads, each page sent alone and its slot freed as it comes back: 1,024
+  # outstanding for max_num_seqs 512) and steady pages/s; where time is left for it and the rest, compose's prefork
+  # layout (32 x 16 @ 0.25 s) end to end on the same engine; then the bf16 pair (the profile, issue 9's)
   timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
   svc_pid=$!
   READY_S=480 serve feed-fp8 --profile h200 --kv-cache-dtype fp8 || return
   engine_facts feed-fp8
-  OCRQ_STACK_GPU_CONCURRENCY=32 OCRQ_ENGINE_BATCH_WAIT_S=0.25 stack_e2e feed-32-0.25s 1024
-  OCRQ_STACK_GPU_CONCURRENCY=64 OCRQ_ENGINE_BATCH_WAIT_S=2 stack_e2e feed-64-2s 1024
-  have 300 && OCRQ_STACK_GPU_POOL=threads OCRQ_STACK_GPU_CONCURRENCY=1024 OCRQ_STACK_PAIR_SIZE=1 \
-    stack_e2e feed-threads-1024x1 1024
+  OCRQ_STACK_GPU_POOL=threads OCRQ_STACK_GPU_WORKERS=8 OCRQ_STACK_GPU_CONCURRENCY=128 OCRQ_STACK_PAIR_SIZE=1 \
+    stack_e2e feed-threads-8x128 1024
+  steady feed-fp8 "$url"
+  if have 1100; then
+    OCRQ_STACK_GPU_CONCURRENCY=32 OCRQ_STACK_PAIR_SIZE=16 OCRQ_ENGINE_BATCH_WAIT_S=0.25 \
+      stack_e2e feed-prefork-32x16 1024
+  fi
   unserve
+  have 480 || return 0
+  steady_engine best-bf16
+  issue9 steady_engine issue9-bf16
 }
 
 step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eager then fused, one in-process engine

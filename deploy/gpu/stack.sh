@@ -15,8 +15,10 @@
 #                    (16) = 512 pages in flight at most (the h200 profile's max_num_seqs): a process renders its
 #                    batch (one fork per page) and then waits on the engine for all of it. Batches leave part-filled
 #                    (OCRQ_ENGINE_BATCH_WAIT_S, 0.25 s), so fewer are in flight: 64 processes did not help
-#                    (BENCHMARKS.md, issue 21 #4). $OCRQ_STACK_GPU_POOL (prefork) picks Celery's pool: threads
-#                    free each page's slot as it comes back (not measured on a GPU yet)
+#                    (BENCHMARKS.md, issue 21 #4). $OCRQ_STACK_GPU_POOL (prefork) picks Celery's pool: with threads
+#                    each thread frees its page's slot as the page comes back, and $OCRQ_STACK_GPU_WORKERS (1)
+#                    such workers (gpu-bulk, gpu-bulk-2, ...) split the pages in flight, each process holding and
+#                    forking for fewer
 # GPU workers take only GPU queues (jobs are split on the CPU workers), so a busy GPU worker never sits on
 # prefetched split tasks. With OCRQ_STACK_LANES=0 one GPU worker takes both lanes (interactive buckets first).
 # A `worker` without --lane gets the same split through --queues and per-process settings.
@@ -31,7 +33,11 @@ logs=$svc/logs
 mkdir -p "$run" "$logs"
 api_port=${OCRQ_STACK_API_PORT:-8000}
 api_key=${OCRQ_STACK_API_KEY:-ocrq-bench-key-0123456789}
+gpu_workers=${OCRQ_STACK_GPU_WORKERS:-1}
+[[ "$gpu_workers" =~ ^[1-9][0-9]*$ ]] || { echo "OCRQ_STACK_GPU_WORKERS must be a whole number >= 1"; exit 2; }
 names=(api cpu-control cpu-prepare gpu-interactive gpu-bulk gpu)
+for f in "$run"/gpu-bulk-*.pid; do [ -f "$f" ] && names+=("$(basename "$f" .pid)"); done  # started by an earlier call
+for i in $(seq 2 "$gpu_workers"); do [[ " ${names[*]} " == *" gpu-bulk-$i "* ]] || names+=("gpu-bulk-$i"); done
 
 say() { echo "[stack $(date +%T)] $*"; }
 alive() { [ -f "$run/$1.pid" ] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
@@ -140,8 +146,10 @@ if [ "$lanes" = 1 ]; then
   if [ $lane_flag = 1 ]; then
     launch gpu-interactive OCRQ_ENGINE_INTERACTIVE_PAIR_SIZE="${OCRQ_ENGINE_INTERACTIVE_PAIR_SIZE:-1}" -- \
       worker --gpu --lane interactive --queues "$q_interactive" --concurrency "$int_c"
-    launch gpu-bulk OCRQ_ENGINE_PAIR_SIZE="$pair" -- worker --gpu --lane bulk --queues "$q_bulk" --concurrency "$gpu_c" \
-      --pool "$gpu_pool"
+    for i in $(seq 1 "$gpu_workers"); do
+      launch "gpu-bulk$([ "$i" = 1 ] || echo "-$i")" OCRQ_ENGINE_PAIR_SIZE="$pair" -- worker --gpu --lane bulk \
+        --queues "$q_bulk" --concurrency "$gpu_c" --pool "$gpu_pool"
+    done
   else
     launch gpu-interactive OCRQ_ENGINE_URLS="$int_urls" OCRQ_ENGINE_PAIR_SIZE="${OCRQ_ENGINE_INTERACTIVE_PAIR_SIZE:-1}" \
       -- worker --gpu --queues "$q_interactive" --concurrency "$int_c"
@@ -176,6 +184,7 @@ cat > "$run/stack.json" <<EOF
 {"api_url": "http://127.0.0.1:$api_port", "tokens": $tokens, "engine_urls": "$OCRQ_ENGINE_URLS",
  "interactive_urls": "${OCRQ_ENGINE_INTERACTIVE_URLS:-}", "lanes": $lanes, "lane_flag": $lane_flag,
  "api_workers": ${OCRQ_STACK_API_WORKERS:-4}, "cpu_prepare": $cpu_c, "gpu_bulk_procs": $gpu_c,
+ "gpu_bulk_workers": $gpu_workers,
  "gpu_pool": "$gpu_pool", "pair": $pair,
  "gpu_interactive_procs": $int_c, "nproc": $(nproc)}
 EOF

@@ -74,6 +74,23 @@ def test_capacity_errors_are_retried_alone(gpu_stack, tmp_path, fault):
     assert statuses.count(200) == 4 and len(statuses) == 6, statuses
 
 
+def test_a_threads_worker_has_each_of_its_pages_at_the_engine_at_once(tmp_path, pg_url, redis_url, s3, server):
+    """--pool threads: one process, one engine client; its cap on requests in flight (2 here) must not hold the
+    worker's other threads back, or the engine would see 2 pages where the worker was sized for 4."""
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1,
+                             engine_max_in_flight=2)
+    server.faults("delay", count=4, delay_s=4)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--pool", "threads", "--concurrency", "4")
+        client = stack.client(KEY_A)
+        ids = [client.post("/jobs", files={"file": ("page.png", _png(text_page(f"Thread {w}", size=(900, 300),
+                                                                                  font_size=48)))}).json()["id"]
+               for w in WORDS]
+        jobs = [wait_for_job(client, job_id, timeout=120) for job_id in ids]
+    assert [job["status"] for job in jobs] == ["succeeded"] * 4, jobs
+    assert server.max_in_flight() == 4, server.requests()
+
 def test_pages_wait_for_an_engine_that_is_down_without_using_their_attempts(tmp_path, pg_url, redis_url, s3):
     """An engine restarting (or its weight holder lost) must not fail pages: they wait, then are read."""
     port = free_port()

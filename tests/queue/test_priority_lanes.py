@@ -83,6 +83,19 @@ def lanes_stack(tmp_path_factory, pg_url, redis_url, s3, engines):
         yield stack
 
 
+def test_a_threads_worker_lets_every_threads_batch_be_in_flight_through_its_one_engine_client():
+    settings = Settings(_env_file=None, engine="vllm", engine_urls=["http://bulk:8100"], engine_pair_size=2,
+                        engine_max_in_flight=64)
+    threads = engine_lanes.for_worker(settings, lane="bulk", pool="threads", concurrency=512)
+    assert threads.engine_max_in_flight == 1024 and threads.engine_pair_size == 2
+    # Each prefork process builds its own client: 32 processes x 2 never meet the cap of 64.
+    assert engine_lanes.for_worker(settings, lane="bulk", pool="prefork", concurrency=512).engine_max_in_flight == 64
+    # A cap above what the threads can send is the operator's and stays.
+    assert engine_lanes.for_worker(settings, lane="bulk", pool="threads", concurrency=8).engine_max_in_flight == 64
+    # The interactive lane's pair size (1) is what counts there.
+    fast = engine_lanes.for_worker(settings, lane="interactive", pool="threads", concurrency=100)
+    assert fast.engine_max_in_flight == 100
+
 def _submit(client, path, *, priority: str) -> str:
     response = client.post("/jobs", files={"file": (path.name, path.read_bytes())}, data={"priority": priority})
     assert response.status_code == 202, response.text
