@@ -15,6 +15,7 @@ import httpx
 from cli.serve import startup_summary
 from tests.support import webhook_receiver
 from tests.support.embedded import ROOT, EmbeddedServer
+from tests.support.stack import children
 from tests.support.pdf_checks import poppler_text
 from tests.support.text import word_recall
 
@@ -91,13 +92,6 @@ def test_a_restart_says_where_the_key_is(tmp_path):
     assert lines[-2].endswith(" submit tests/samples/linn.png --wait")
     assert f'-H "Authorization: Bearer $(cat {key_path})" -F file=@' in lines[-1]
     assert lines[-1].endswith(" http://127.0.0.1:8790/jobs")
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        out += [int(c) for c in (task / "children").read_text().split()]
-    return out
 
 
 def test_a_worker_that_dies_is_started_again_and_jobs_still_finish(tmp_path, samples):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -12,11 +14,12 @@ from sqlalchemy import select
 
 from common.jobs.models import Page
 from common.queue import buckets
+from common.queue.names import CONTROL_QUEUE
 from tests.conftest import KEY_A, make_settings
 from tests.documents.hostile import pdf_of, text_page
 from tests.support.engine_server import MODEL
 from tests.support.servers import free_port
-from tests.support.stack import Stack, wait_for_job
+from tests.support.stack import Stack, children, wait_for_job, wait_until
 from worker.engines import launcher as engine_launcher
 
 WORDS = ["granite", "saffron", "lattice", "quiver"]
@@ -90,6 +93,50 @@ def test_a_threads_worker_has_each_of_its_pages_at_the_engine_at_once(tmp_path, 
         jobs = [wait_for_job(client, job_id, timeout=120) for job_id in ids]
     assert [job["status"] for job in jobs] == ["succeeded"] * 4, jobs
     assert server.max_in_flight() == 4, server.requests()
+
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+def test_a_page_at_the_engine_for_many_heartbeats_is_read_once(tmp_path, own_pg_url, redis_url, s3, server, pool):
+    """A batch handed to the pool is still the worker's: its heartbeat lists it, so the sweeper, running every
+    second here, never takes a page the engine is still reading for an orphan and has a second process read it."""
+    settings = make_settings(home=tmp_path / "home", pg_url=own_pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1,
+                             heartbeat_interval_s=1, heartbeat_lapse_s=3)
+    server.faults("delay", count=2, delay_s=8)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--pool", pool, "--concurrency", "2", "--beat")
+        client = stack.client(KEY_A)
+        job_id = client.post("/jobs", files={"file": ("page.png", _png(text_page("Once lattice", size=(900, 300),
+                                                                                   font_size=48)))}).json()["id"]
+        job = wait_for_job(client, job_id, timeout=90)
+        with stack.services.db.session() as session:
+            (page,) = session.scalars(select(Page).where(Page.job_id == job_id))
+    assert job["status"] == "succeeded", job
+    assert page.attempts == 1 and len(server.requests()) == 1, server.requests()
+
+def test_a_pool_child_killed_with_its_batch_at_the_engine_has_the_page_read_again_within_seconds(
+        tmp_path, own_pg_url, redis_url, s3, server):
+    """Once the child running a batch is lost, the worker no longer lists the batch's pages, so the sweeper puts
+    them back at once: not after the broker's visibility timeout (an hour here)."""
+    settings = make_settings(home=tmp_path / "home", pg_url=own_pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1,
+                             heartbeat_interval_s=1, heartbeat_lapse_s=3, visibility_timeout_s=3600)
+    server.faults("delay", count=1, delay_s=20)
+    with Stack(settings, logs=tmp_path) as stack:
+        worker = stack.start_worker("--gpu", "--concurrency", "1")
+        stack.start_worker("--queues", CONTROL_QUEUE, "--concurrency", "1", "--beat")  # the sweepers, apart
+        client = stack.client(KEY_A)
+        job_id = client.post("/jobs", files={"file": ("page.png", _png(text_page("Killed quiver", size=(900, 300),
+                                                                                   font_size=48)))}).json()["id"]
+        wait_until(lambda: server.requests(), timeout=60, what="the page at the engine")
+        (child,) = children(worker.process.pid)
+        os.kill(child, signal.SIGKILL)
+        killed = time.monotonic()
+        job = wait_for_job(client, job_id, timeout=60)
+        with stack.services.db.session() as session:
+            (page,) = session.scalars(select(Page).where(Page.job_id == job_id))
+    assert job["status"] == "succeeded", job
+    # Read again before the stalled first request would even have ended.
+    assert time.monotonic() - killed < 20 and page.attempts == 2, (time.monotonic() - killed, page.attempts)
 
 def test_pages_wait_for_an_engine_that_is_down_without_using_their_attempts(tmp_path, pg_url, redis_url, s3):
     """An engine restarting (or its weight holder lost) must not fail pages: they wait, then are read."""

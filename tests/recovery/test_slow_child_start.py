@@ -6,22 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 from tests.batches.support import word_image
 from tests.conftest import KEY_A, make_settings
-from tests.support.stack import Stack, wait_for_job, wait_until
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
+from tests.support.stack import Stack, children, wait_for_job, wait_until
 
 
 def test_a_pool_child_that_starts_slowly_is_kept_and_reads_pages(tmp_path_factory, pg_url, redis_url, s3):

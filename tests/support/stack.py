@@ -100,6 +100,17 @@ class Stack:
         raise RuntimeError(f"worker not ready in {timeout}s:\n{log.read_text()[-3000:]}")
 
 
+def children(pid: int) -> list[int]:
+    """The pids of a process's children (a worker's pool children), from /proc."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return found
+
+
 def wait_for_job(client: TestClient, job_id: str, *, timeout: float = 120, until=TERMINAL) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

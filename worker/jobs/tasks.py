@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from celery import Celery, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery_batches import Batches
 
 from common.queue import buckets, names
 from worker.context import context_of
 from worker.jobs import pipeline, retention, stale
+from worker.queue.batches import PageBatches
 from worker.queue.tasks import RETRY_OUTAGES
 
 
@@ -30,7 +30,7 @@ def register_gpu_tasks(app: Celery, *, pair_size: int, wait_s: float) -> None:
     """One celery-batches task per size bucket, so each batch holds pages of similar size; each flush sends up to
     `pair_size` pages to the engine together."""
     for bucket in buckets.buckets():
-        app.task(name=names.gpu_task(bucket), base=Batches, bind=True, flush_every=pair_size,
+        app.task(name=names.gpu_task(bucket), base=PageBatches, bind=True, flush_every=pair_size,
                  flush_interval=wait_s, acks_late=True)(_read_batch)
 
 

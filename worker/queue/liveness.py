@@ -54,10 +54,10 @@ def held_pages(app) -> list[str]:
     from celery.worker import state
 
     requests = list(state.reserved_requests)
-    # GPU batching tasks keep their prefetched messages in buffers of their own until a batch is full.
+    # GPU batching tasks keep their messages to themselves, from arrival until their batch returns.
     for task in list(app.tasks.values()):
-        if task.name.startswith(names.GPU_TASK_PREFIX) and hasattr(task, "_buffer"):
-            requests += list(task._buffer.queue) + list(task._pending.queue)
+        if task.name.startswith(names.GPU_TASK_PREFIX) and hasattr(task, "held"):
+            requests += task.held()
     ids = []
     for request in requests:
         if names.is_page_task(request.name):
