@@ -15,8 +15,8 @@ import httpx
 from cli.serve import startup_summary
 from tests.support import webhook_receiver
 from tests.support.embedded import ROOT, EmbeddedServer
-from tests.support.stack import children
 from tests.support.pdf_checks import poppler_text
+from tests.support.stack import children
 from tests.support.text import word_recall
 
 
