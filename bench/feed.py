@@ -11,8 +11,9 @@ requests kept --slots in flight, a new one as one ends (bench/gpu_raw.py's drive
 Postgres, Redis and SeaweedFS, the API in process, one CPU worker splitting jobs (`ocrq.control`,
 `ocrq.prepare.bulk`), and for each config one `ocrq worker --gpu --lane bulk` on the bulk GPU queues; --pages
 single-page PNG jobs (priority bulk) sent by --submitters threads, timed from the first submit to the last page
-written. A config is PROCESSESxPAIR@WAIT[:POOL]: --concurrency PROCESSES, OCRQ_ENGINE_PAIR_SIZE=PAIR,
-OCRQ_ENGINE_BATCH_WAIT_S=WAIT and --pool POOL (default prefork). The engine is the edge this bench replaces; everything else is the real stack.
+written; the CPU worker runs the sweepers' schedule, and read_again counts pages claimed more than once. A config
+is PROCESSESxPAIR@WAIT[:POOL]: --concurrency PROCESSES, OCRQ_ENGINE_PAIR_SIZE=PAIR, OCRQ_ENGINE_BATCH_WAIT_S=WAIT
+and --pool POOL (default prefork). The engine is the edge this bench replaces; everything else is the real stack.
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ def through_stack(stack: Stack, db: Database, engine: SlotEngine, *, config: str
     try:
         with db.session() as session:
             before = session.scalar(select(func.count()).select_from(Page).where(Page.status == "succeeded"))
+            again_before = session.scalar(select(func.count()).select_from(Page).where(Page.attempts > 1))
         client = stack.client(KEY)
         bodies = [page_png(n) for n in range(8)]
         start = time.monotonic()
@@ -165,9 +167,11 @@ def through_stack(stack: Stack, db: Database, engine: SlotEngine, *, config: str
         end = time.monotonic()
         with db.session() as session:
             failed = session.scalar(select(func.count()).select_from(Page).where(Page.status == "failed"))
+            again = session.scalar(select(func.count()).select_from(Page).where(Page.attempts > 1)) - again_before
     finally:
         worker.stop()
-    return {"config": config, "pages": pages, "done": done, "failed": failed, "submit_s": round(submitted, 2),
+    return {"config": config, "pages": pages, "done": done, "failed": failed, "read_again": again,
+            "submit_s": round(submitted, 2),
             "wall_s": round(end - start, 2), "pages_per_s": round(pages / (end - start), 3),
             **engine.window(start, end)}
 
@@ -191,7 +195,9 @@ def main() -> None:
             engine_model=MODEL, engine_timeout_s=600, stale_requeue_after_s=900, log_format="json") as services:
         db = Database(services.settings.resolved_database_url)
         with Stack(services.settings, logs=work / "logs") as stack:
-            stack.start_worker("--queues", f"{CONTROL_QUEUE},{PREPARE_BULK_QUEUE}", "--concurrency", "2", timeout=180)
+            # With the sweepers' schedule, as a deployment runs: a page they put back is read twice (read_again).
+            stack.start_worker("--queues", f"{CONTROL_QUEUE},{PREPARE_BULK_QUEUE}", "--concurrency", "2", "--beat",
+                               timeout=180)
             for config in configs:
                 pair = {"direct": direct(engine, args.pages)}
                 pair["stack"] = through_stack(stack, db, engine, config=config, pages=args.pages,

@@ -14,6 +14,10 @@ from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 from .errors import DocumentRejected
 from .limits import Limits
 
+# Every Pillow plugin now, in the importing thread, not later in Image.open or save: renders run in forks, and a
+# fork taken while another thread of the worker imports a plugin inherits that import's lock and waits forever.
+Image.init()
+
 _PIL_FORMATS = {"png": "PNG", "jpeg": "JPEG", "webp": "WEBP", "bmp": "BMP", "gif": "GIF", "tiff": "TIFF"}
 _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
 _DEEP_MODES = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}

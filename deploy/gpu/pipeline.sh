@@ -10,8 +10,8 @@
 #          final                                      (issue 21 #2-#4: the profile as run here, steady, end to end at
 #                                                     1,024 pages, the prefill profile, issue 9's configuration;
 #                                                     session 8's e2exqa, folded into it)
-#          feed                                       (issue 21 #3, #4: the bulk worker's threads end to end, fp8
-#                                                     steady, the bf16 pair, the prefork layout if time is left)
+#          feed                                       (issue 21 #3, #4: the bulk worker's threads and prefork end
+#                                                     to end, fp8 steady, issue 9's fp8 beside it)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -254,6 +254,9 @@ stack_e2e() {  # stack_e2e LABEL PAGES: the whole ocrq stack on the engine at $u
     timeout 180 bash deploy/gpu/stack.sh start 1000 > "$run/logs/stack-$label.log" 2>&1
   tail -n 3 "$run/logs/stack-$label.log" | tee -a "$run/progress.txt"
   e2e 420 e2e "$label" --pages "$pages" --tokens 1000 --direct-url "$url" --direct-when before
+  # Pages the sweeper queued again (a worker lost, or a page it no longer lists): each is read twice.
+  say "$label: pages the sweeper put back: $(grep -h 'recover_lapsed\[.*succeeded in' /root/ocrq-svc/logs/*.log \
+    2>/dev/null | sed -E 's/.*succeeded in [0-9.e-]+s: ([0-9]+).*/\1/' | awk '{s += $1} END {print s + 0}')"
   timeout 60 bash deploy/gpu/stack.sh stop >> "$run/logs/stack-$label.log" 2>&1
   cp -r /root/ocrq-svc/logs "$run/logs/ocrq-svc-$label" 2>/dev/null
 }
@@ -295,23 +298,19 @@ step_final() {  # issue 21 #2-#4 on one machine: the h200 profile as the launche
 
 step_feed() {  # issue 21 #3, #4 on one machine, the h200 profile's fp8 engine: end to end at 1,024 pages with the
   # bulk worker's threads (8 workers x 128 threads, each page sent alone and its slot freed as it comes back: 1,024
-  # outstanding for max_num_seqs 512) and steady pages/s; where time is left for it and the rest, compose's prefork
-  # layout (32 x 16 @ 0.25 s) end to end on the same engine; then the bf16 pair (the profile, issue 9's)
+  # outstanding for max_num_seqs 512), then compose's prefork layout (32 x 16 @ 0.25 s), each against direct; the
+  # engine's steady pages/s; issue 9's fp8 configuration steady beside it
   timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
   svc_pid=$!
   READY_S=480 serve feed-fp8 --profile h200 --kv-cache-dtype fp8 || return
   engine_facts feed-fp8
   OCRQ_STACK_GPU_POOL=threads OCRQ_STACK_GPU_WORKERS=8 OCRQ_STACK_GPU_CONCURRENCY=128 OCRQ_STACK_PAIR_SIZE=1 \
     stack_e2e feed-threads-8x128 1024
-  steady feed-fp8 "$url"
-  if have 1100; then
-    OCRQ_STACK_GPU_CONCURRENCY=32 OCRQ_STACK_PAIR_SIZE=16 OCRQ_ENGINE_BATCH_WAIT_S=0.25 \
-      stack_e2e feed-prefork-32x16 1024
-  fi
+  have 600 && OCRQ_STACK_GPU_CONCURRENCY=32 OCRQ_STACK_PAIR_SIZE=16 OCRQ_ENGINE_BATCH_WAIT_S=0.25 \
+    stack_e2e feed-prefork-32x16 1024
+  have 340 && steady feed-fp8 "$url"
   unserve
-  have 480 || return 0
-  steady_engine best-bf16
-  issue9 steady_engine issue9-bf16
+  have 240 && issue9 steady_engine issue9-fp8 --kv-cache-dtype fp8 --attention-backend FLASH_ATTN
 }
 
 step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eager then fused, one in-process engine

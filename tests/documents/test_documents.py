@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -29,6 +31,7 @@ from common.documents import (
 from common.documents.isolation import run_isolated
 from common.settings import Settings
 from tests.documents import hostile
+from tests.support.stack import ROOT
 
 LIMITS = Limits()
 
@@ -547,3 +550,45 @@ def test_limits_defaults_match_settings(monkeypatch):
 def test_limits_must_be_positive():
     with pytest.raises(ValueError):
         Limits(render_timeout_s=0)
+
+
+# A worker thread in the middle of importing one of Pillow's plugins (as Image.open and Image.save import them
+# lazily) while another thread forks a render: the child inherits that import's lock, held by a thread it does not
+# have. Here the import is held open on purpose; in a threads worker it happened by chance (a render timed out).
+FORK_DURING_IMPORT = """
+import importlib.abc, importlib.machinery, sys, threading
+from pathlib import Path
+from common.documents import Limits, render_page
+
+started, release = threading.Event(), threading.Event()
+
+class HeldOpen(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "PIL.PngImagePlugin":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            started.set()
+            release.wait(30)
+            run(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, HeldOpen())
+threading.Thread(target=lambda: __import__("PIL.PngImagePlugin"), daemon=True).start()
+started.wait(2)  # never set where the plugin was imported before: the import finds it and is done
+try:
+    page = render_page(Path(sys.argv[1]), 0, limits=Limits(render_timeout_s=8))
+    print("rendered", page.width, page.height)
+finally:
+    release.set()
+"""
+
+
+def test_a_render_forked_while_another_thread_imports_a_pillow_plugin_completes(tmp_path):
+    path = tmp_path / "page.png"
+    Image.new("RGB", (300, 200), "white").save(path)
+    done = subprocess.run([sys.executable, "-c", FORK_DURING_IMPORT, str(path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "rendered 300 200", done.stdout + done.stderr[-2000:]
