@@ -94,14 +94,15 @@ def test_a_threads_worker_has_each_of_its_pages_at_the_engine_at_once(tmp_path, 
     assert [job["status"] for job in jobs] == ["succeeded"] * 4, jobs
     assert server.max_in_flight() == 4, server.requests()
 
+
 @pytest.mark.parametrize("pool", ["prefork", "threads"])
 def test_a_page_at_the_engine_for_many_heartbeats_is_read_once(tmp_path, own_pg_url, redis_url, s3, server, pool):
     """A batch handed to the pool is still the worker's: its heartbeat lists it, so the sweeper, running every
-    second here, never takes a page the engine is still reading for an orphan and has a second process read it."""
+    4 s here, never takes a page the engine is still reading for an orphan and has a second process read it."""
     settings = make_settings(home=tmp_path / "home", pg_url=own_pg_url, redis_url=redis_url, s3=s3, engine="vllm",
                              engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1,
-                             heartbeat_interval_s=1, heartbeat_lapse_s=3)
-    server.faults("delay", count=2, delay_s=8)
+                             heartbeat_interval_s=1, heartbeat_lapse_s=12)
+    server.faults("delay", count=2, delay_s=12)
     with Stack(settings, logs=tmp_path) as stack:
         stack.start_worker("--gpu", "--pool", pool, "--concurrency", "2", "--beat")
         client = stack.client(KEY_A)
@@ -112,6 +113,7 @@ def test_a_page_at_the_engine_for_many_heartbeats_is_read_once(tmp_path, own_pg_
             (page,) = session.scalars(select(Page).where(Page.job_id == job_id))
     assert job["status"] == "succeeded", job
     assert page.attempts == 1 and len(server.requests()) == 1, server.requests()
+
 
 def test_a_pool_child_killed_with_its_batch_at_the_engine_has_the_page_read_again_within_seconds(
         tmp_path, own_pg_url, redis_url, s3, server):
@@ -137,6 +139,7 @@ def test_a_pool_child_killed_with_its_batch_at_the_engine_has_the_page_read_agai
     assert job["status"] == "succeeded", job
     # Read again before the stalled first request would even have ended.
     assert time.monotonic() - killed < 20 and page.attempts == 2, (time.monotonic() - killed, page.attempts)
+
 
 def test_pages_wait_for_an_engine_that_is_down_without_using_their_attempts(tmp_path, pg_url, redis_url, s3):
     """An engine restarting (or its weight holder lost) must not fail pages: they wait, then are read."""

@@ -96,6 +96,7 @@ def test_a_threads_worker_lets_every_threads_batch_be_in_flight_through_its_one_
     fast = engine_lanes.for_worker(settings, lane="interactive", pool="threads", concurrency=100)
     assert fast.engine_max_in_flight == 100
 
+
 def _submit(client, path, *, priority: str) -> str:
     response = client.post("/jobs", files={"file": (path.name, path.read_bytes())}, data={"priority": priority})
     assert response.status_code == 202, response.text
