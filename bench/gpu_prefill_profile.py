@@ -9,8 +9,8 @@ off, one image a prompt, no multimodal cache) and eager execution: the h200 prof
 The engine core runs in this process, so torch's profiler sees its kernels. A mode is ROTARY/FUSION: the
 plugin's OCRQ_ENCODER_ROTARY (eager, fused) and OCRQ_ENCODER_FUSION (on: residual adds in the norms and the
 patch embedding as a GEMM; off), read again after clearing the plugin's caches. For each it sends a few pages
-to warm up, then profiles --pages pages of 1190x1540 with one generated token each, and reports the CUDA kernel time a page,
-by kind of kernel. Load format dummy: random weights, the real model's shapes and kernels.
+to warm up, then profiles --pages pages of 1190x1540 with one generated token each, and reports the CUDA kernel
+time a page, by kind of kernel. Load format dummy: random weights, the real model's shapes and kernels.
 """
 
 from __future__ import annotations
