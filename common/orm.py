@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, DateTime, MetaData
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy import JSON, DateTime, MetaData, func
+from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
@@ -35,6 +35,18 @@ class Base(DeclarativeBase):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def statement_now(session: Session):
+    """Now, for a value an UPDATE writes: the database's clock as the statement runs (Postgres: after its snapshot;
+    SQLite: holding the write lock), so a claim that sees another page's commit never stamps an earlier time than
+    that page did, whichever worker's clock is ahead. Python's clock on other databases."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return func.clock_timestamp()
+    if dialect == "sqlite":  # UTC, in the text form SQLAlchemy stores (%f is seconds with milliseconds)
+        return func.strftime("%Y-%m-%d %H:%M:%f000", "now")
+    return utcnow()
 
 
 def new_id() -> str:

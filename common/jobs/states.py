@@ -9,7 +9,7 @@ from sqlalchemy import and_, case, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from common.jobs.models import Job, Page
-from common.orm import utcnow
+from common.orm import statement_now, utcnow
 from common.queue.leases import Lease
 
 JOB_ACTIVE = ("queued", "running")
@@ -84,7 +84,7 @@ def claim_page(session: Session, *, page_id: str, worker: str | None = None) -> 
     row = session.execute(
         update(Page)
         .where(Page.id == page_id, Page.status.in_(PAGE_ACTIVE), job_active, claimable(worker))
-        .values(status="running", attempts=Page.attempts + 1, started_at=utcnow(), claimed_by=worker)
+        .values(status="running", attempts=Page.attempts + 1, started_at=statement_now(session), claimed_by=worker)
         .returning(Page.attempts)
     ).first()
     return row[0] if row else None
@@ -103,7 +103,7 @@ def finish_page(session: Session, *, page_id: str, outcome: PageOutcome) -> bool
         "rotation": outcome.rotation,
         "blocks": outcome.blocks,
         "text_layer": outcome.text_layer,
-        "finished_at": utcnow(),
+        "finished_at": statement_now(session),
     }
     if outcome.width:
         values |= {"width": outcome.width, "height": outcome.height}

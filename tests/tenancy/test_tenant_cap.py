@@ -108,6 +108,25 @@ def test_finished_or_canceled_pages_are_not_claimed(db, tmp_path):
     assert claim(db, pages[0], settings) is None
 
 
+def test_a_page_claimed_after_another_finished_is_stamped_after_it_whatever_the_workers_clock(db, tmp_path,
+                                                                                           monkeypatch):
+    # The stamps come from the database as each statement runs: a worker whose clock is behind (another host, or a
+    # stamp taken before waiting for the tenant's lock) must not show the tenant two of its pages running at once.
+    settings = capped(tmp_path, 1)
+    _, pages = new_job(db, pages=2)
+    assert claim(db, pages[0], settings) == 1
+    with db.session() as session:
+        assert job_states.finish_page(session, page_id=pages[0], outcome=job_states.PageOutcome(text="one"))
+    behind = lambda: utcnow() - timedelta(seconds=30)  # noqa: E731
+    for module in (job_states, tenant_cap):
+        monkeypatch.setattr(module, "utcnow", behind)
+    assert claim(db, pages[1], settings) == 1
+    with db.session() as session:
+        first, second = (session.get(Page, page_id) for page_id in pages)
+        assert second.started_at >= first.finished_at >= first.started_at
+        assert abs((second.started_at - utcnow()).total_seconds()) < 10
+
+
 def test_racing_workers_never_pass_the_cap(committed_db, tmp_path):
     # Each thread claims on a connection of its own, so the advisory lock is really contended: no rollback here.
     db, settings = committed_db, capped(tmp_path, 2)
