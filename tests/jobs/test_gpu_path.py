@@ -95,6 +95,28 @@ def test_a_threads_worker_has_each_of_its_pages_at_the_engine_at_once(tmp_path, 
     assert server.max_in_flight() == 4, server.requests()
 
 
+def test_workers_that_send_pages_alone_hold_no_page_they_have_no_thread_for(tmp_path, pg_url, redis_url, s3,
+                                                                            server):
+    """Two threads workers of two threads, each page sent alone: the first one busy with two pages leaves the other
+    two queued for the second. Prefetching a pair of every bucket per thread, the first took all four and two
+    waited for its busy threads while the second worker had nothing."""
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1)
+    server.faults("delay", count=4, delay_s=15)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--pool", "threads", "--concurrency", "2")
+        client = stack.client(KEY_A)
+        ids = [client.post("/jobs", files={"file": ("page.png", _png(text_page(f"Alone {w}", size=(900, 300),
+                                                                                  font_size=48)))}).json()["id"]
+               for w in WORDS]
+        wait_until(lambda: len(server.requests()) >= 2, timeout=60, what="the first worker's two pages at the engine")
+        time.sleep(1)  # time for the first worker to take any page it would hold
+        stack.start_worker("--gpu", "--pool", "threads", "--concurrency", "2")
+        jobs = [wait_for_job(client, job_id, timeout=120) for job_id in ids]
+    assert [job["status"] for job in jobs] == ["succeeded"] * 4, jobs
+    assert server.max_in_flight() == 4, server.requests()
+
+
 @pytest.mark.parametrize("pool", ["prefork", "threads"])
 def test_a_page_at_the_engine_for_many_heartbeats_is_read_once(tmp_path, own_pg_url, redis_url, s3, server, pool):
     """A batch handed to the pool is still the worker's: its heartbeat lists it, so the sweeper, running every
