@@ -1,14 +1,16 @@
 """Encoder + prefill GPU time per page, for several encoder modes, in one in-process vLLM engine.
 
     VLLM_ENABLE_V1_MULTIPROCESSING=0 python bench/gpu_prefill_profile.py --model DIR --pages 60 --out R.jsonl \
-        --tables OUTDIR --modes fused/on,fused/off,eager/off
+        --tables OUTDIR --modes fused/norm/off,fused/gemm/off,fused/gemm/on
 
 One offline `LLM` with the h200 profile's scheduling (max_num_batched_tokens 16384, FLASH_ATTN, prefix caching
 off, one image a prompt, no multimodal cache) and eager execution: the h200 profile compiles nothing
 (compilation mode 0) and captures CUDA graphs for decoding only, so a 1-token page runs the same kernels.
-The engine core runs in this process, so torch's profiler sees its kernels. A mode is ROTARY/FUSION: the
-plugin's OCRQ_ENCODER_ROTARY (eager, fused) and OCRQ_ENCODER_FUSION (on: residual adds in the norms and the
-patch embedding as a GEMM; off), read again after clearing the plugin's caches. For each it sends a few pages
+The engine core runs in this process, so torch's profiler sees its kernels. A mode is ROTARY/FUSION/DECODER:
+the plugin's OCRQ_ENCODER_ROTARY (eager, fused), OCRQ_ENCODER_FUSION (gemm: the encoder's residual adds in the
+projections' GEMMs; norm: in the RMS norms; both with the patch embedding as a GEMM; off) and OCRQ_DECODER_FUSION
+(on: the decoder's q/k norms and rotary as one kernel; off, the default when left out), read again after clearing
+the plugin's caches. For each it sends a few pages
 to warm up, then profiles --pages pages of 1190x1540 with one generated token each, and reports the CUDA kernel
 time a page, by kind of kernel. Load format dummy: random weights, the real model's shapes and kernels.
 """
@@ -29,6 +31,7 @@ from gpu_raw import PAGE, VARIANTS, make_page  # noqa: E402
 PROMPT = "<|im_start|>system<|im_end|>\n<|im_start|>user\n<|image_pad|><|im_end|>\n<|im_start|>assistant\n"
 # Kernel names -> kinds, first match wins (lower-case substrings).
 KINDS = (
+    ("qk_norm_rope", ("qknormrope",)),
     ("rotary_encoder_triton", ("rotary_kernel",)),
     ("rotary_decoder", ("rotary_embedding_kernel",)),
     ("kv_cache_write", ("reshape_and_cache",)),
@@ -67,9 +70,10 @@ def cuda_kernels(prof) -> list[tuple[str, float, int]]:
     return sorted(rows, key=lambda r: -r[1])
 
 
-def select(rotary: str, fusion: str) -> None:
-    """The plugin's encoder modes for the next pages (it reads them when its caches are cleared)."""
+def select(rotary: str, fusion: str, decoder: str) -> None:
+    """The plugin's modes for the next pages (it reads them when its caches are cleared)."""
     os.environ["OCRQ_ENCODER_ROTARY"], os.environ["OCRQ_ENCODER_FUSION"] = rotary, fusion
+    os.environ["OCRQ_DECODER_FUSION"] = decoder
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,21 +81,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", required=True)
     parser.add_argument("--pages", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=12)
-    parser.add_argument("--modes", default="fused/on,fused/off", help="ROTARY/FUSION, comma-separated")
+    parser.add_argument("--modes", default="fused/norm/off,fused/gemm/on",
+                        help="ROTARY/FUSION/DECODER, comma-separated")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     parser.add_argument("--max-num-batched-tokens", type=int, default=16384)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--tables", type=Path, help="folder for each mode's kernel table (profile-prefill-MODE.txt)")
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    modes = [(mode, *(mode.split("/") + ["off"])[:2]) for mode in args.modes.split(",")]
+    modes = [(mode, *(mode.split("/") + ["off", "off"])[:3]) for mode in args.modes.split(",")]
     select(*modes[0][1:])
 
     import torch
     from torch.profiler import ProfilerActivity, profile
     from vllm import LLM, SamplingParams
 
-    from ocrq_vllm_plugin import env, pixtral_attention
+    from ocrq_vllm_plugin import env, pixtral_attention, qwen3_attention
 
     t0 = time.time()
     llm = LLM(
@@ -111,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     def pages(n: int) -> list[dict]:
         return [{"prompt": PROMPT, "multi_modal_data": {"image": images[i % VARIANTS]}} for i in range(n)]
 
-    for mode, rotary, fusion in modes:
-        select(rotary, fusion)
-        for cached in (env.current_env, pixtral_attention.rotary_mode, pixtral_attention.fusion_mode):
+    for mode, rotary, fusion, decoder in modes:
+        select(rotary, fusion, decoder)
+        for cached in (env.current_env, pixtral_attention.rotary_mode, pixtral_attention.fusion_mode,
+                       qwen3_attention.decoder_fusion_mode):
             cached.cache_clear()
         llm.generate(pages(args.warmup), params, use_tqdm=False)
         torch.cuda.synchronize()
@@ -130,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             kinds[kind_of(name)] = kinds.get(kind_of(name), 0.0) + ms
         prompt_tokens = sum(len(o.prompt_token_ids) for o in outputs) / len(outputs)
         result = {
-            "mode": "prefill-profile", "encoder": mode, "rotary": rotary, "fusion": fusion,
+            "mode": "prefill-profile", "encoder": mode, "rotary": rotary, "fusion": fusion, "decoder": decoder,
             "rotary_mode_seen": pixtral_attention.rotary_mode(), "fusion_mode_seen": pixtral_attention.fusion_mode(),
+            "decoder_mode_seen": qwen3_attention.decoder_fusion_mode(),
+            "fused_add_rms_norm_calls": sum(c for name, _, c in kernels if "fused_add_rms_norm" in name.lower()),
             "pages": args.pages, "mean_prompt_tokens": round(prompt_tokens, 1), "wall_s": round(wall, 3),
             "pages_per_s_wall_profiled": round(args.pages / wall, 2),
             "cuda_ms_total": round(total, 1), "cuda_ms_per_page": round(total / args.pages, 2),
@@ -145,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.tables:
             args.tables.mkdir(parents=True, exist_ok=True)
             lines = [f"{ms:10.3f} ms {calls:7d}  {kind_of(name):14s} {name[:160]}" for name, ms, calls in kernels]
-            (args.tables / f"profile-prefill-{rotary}-{fusion}.txt").write_text(
+            (args.tables / f"profile-prefill-{rotary}-{fusion}-{decoder}.txt").write_text(
                 f"{args.pages} pages, encoder {mode}, CUDA kernel time {total:.1f} ms\n" + "\n".join(lines) + "\n"
             )
     return 0

@@ -138,14 +138,23 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict, gate: asyncio.S
 
 def engine_counter(engine_url: str | None, name: str) -> float | None:
     """A counter of vLLM's at ENGINE_URL/metrics, summed over its label sets; None when unreadable."""
+    return engine_counters(engine_url, [name]).get(name)
+
+
+def engine_counters(engine_url: str | None, names: list[str]) -> dict[str, float]:
+    """Those of `names` that ENGINE_URL/metrics has, each summed over its label sets; empty when unreadable."""
     if not engine_url:
-        return None
+        return {}
     try:
         text = httpx.get(f"{engine_url.rstrip('/')}/metrics", timeout=10).text
     except httpx.HTTPError:
-        return None
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith((f"{name}{{", f"{name} "))]
-    return sum(values) if values else None
+        return {}
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        for name in names:
+            if line.startswith((f"{name}{{", f"{name} ")):
+                found[name] = found.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return found
 
 
 def preemptions(engines: list[str]) -> float | None:

@@ -1,6 +1,7 @@
-"""vLLM general plugin: per-image attention in the Pixtral vision encoder, and shared weights across engines.
+"""vLLM general plugin: per-image attention in the Pixtral vision encoder, the decoder's q/k norms and rotary as
+one kernel, and shared weights across engines.
 
-The encoder patch is on unless OCRQ_ENCODER_PLUGIN=0. The `ocrq_holder` and `ocrq_attach` load formats
+The model patches are on unless OCRQ_ENCODER_PLUGIN=0. The `ocrq_holder` and `ocrq_attach` load formats
 are registered in engines that `ocrq engine` starts to share one GPU's weights (OCRQ_SHARED_WEIGHTS_DIR set).
 """
 
@@ -18,8 +19,10 @@ def register() -> None:
     if env.shared_dir:
         import ocrq_vllm_plugin.shared_weights  # noqa: F401  (registers the load formats)
     if not env.encoder_plugin:
-        log.info("ocrq encoder plugin disabled by OCRQ_ENCODER_PLUGIN=0")
+        log.info("ocrq plugin: model patches disabled by OCRQ_ENCODER_PLUGIN=0")
         return
     from ocrq_vllm_plugin.pixtral_attention import patch_pixtral
+    from ocrq_vllm_plugin.qwen3_attention import patch_qwen3
 
     patch_pixtral()
+    patch_qwen3()

@@ -24,8 +24,11 @@ ENCODER_PLUGIN_ENV = "OCRQ_ENCODER_PLUGIN"
 # auto, or the attention backend / rotary mode the encoder patch uses.
 ENCODER_ATTENTION_ENV = "OCRQ_ENCODER_ATTENTION"
 ENCODER_ROTARY_ENV = "OCRQ_ENCODER_ROTARY"
-# auto or on: each residual add folded into the next RMS norm, and the patch embedding as one GEMM; off: vLLM's own.
+# Where the encoder's residual adds go: gemm (into the projections' GEMMs), norm (into the next RMS norm), or off
+# (vLLM's own sequence); gemm and norm also run the patch embedding as one GEMM. auto: gemm on a GPU.
 ENCODER_FUSION_ENV = "OCRQ_ENCODER_FUSION"
+# auto or on: the decoder's per-head q/k RMS norms and rotary embedding as one kernel; off: vLLM's three.
+DECODER_FUSION_ENV = "OCRQ_DECODER_FUSION"
 # The JSON file of this engine's weight-sharing state, and the priority lane it serves.
 STATE_ENV = "OCRQ_ENGINE_STATE_FILE"
 LANE_ENV = "OCRQ_ENGINE_LANE"
@@ -40,6 +43,7 @@ class PluginEnv:
     encoder_attention: str = "auto"
     encoder_rotary: str = "auto"
     encoder_fusion: str = "auto"
+    decoder_fusion: str = "auto"
     state_file: Path | None = None
     lane: str | None = None
 
@@ -57,6 +61,7 @@ class PluginEnv:
             encoder_attention=environ.get(ENCODER_ATTENTION_ENV, "auto"),
             encoder_rotary=environ.get(ENCODER_ROTARY_ENV, "auto"),
             encoder_fusion=environ.get(ENCODER_FUSION_ENV, "auto"),
+            decoder_fusion=environ.get(DECODER_FUSION_ENV, "auto"),
             state_file=path(STATE_ENV),
             lane=environ.get(LANE_ENV) or None,
         )

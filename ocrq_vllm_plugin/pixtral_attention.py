@@ -6,8 +6,9 @@ with the square of the images per step. Here each image attends to its own patch
 one flash-attention varlen call (cu_seqlens) or, where that is unavailable, one SDPA call per image.
 The rotary embedding runs as one Triton kernel in place on the projection's q and k, and attention reads
 them as strided views: no HF element-wise rotary (mul, cat, add) and no transposed copies around it.
-Each residual add goes into the next RMS norm (vLLM's fused_add_rms_norm, as its decoders do), and the
-patch embedding, a convolution whose stride is its kernel, runs as one GEMM over the unfolded patches.
+Each residual add goes into the GEMM of the projection before it, as its accumulator (or, where that cannot
+be done, into the next RMS norm, as vLLM's decoders do), and the patch embedding, a convolution whose stride is
+its kernel, runs as one GEMM over the unfolded patches.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _log():
 _MARK = "_ocrq_per_image_attention"
 BACKENDS = ("auto", "flash", "sdpa")
 ROTARY_MODES = ("auto", "fused", "eager")
-FUSION_MODES = ("auto", "on", "off")
+FUSION_MODES = ("auto", "gemm", "norm", "off")
 
 
 @dataclass(frozen=True)
@@ -137,10 +138,10 @@ def rotary_mode() -> str:
 
 @functools.cache
 def fusion_mode() -> str:
-    """on (residual adds in the norms, the patch embedding as a GEMM) on a GPU, else off; OCRQ_ENCODER_FUSION=off
-    keeps vLLM's own sequence."""
+    """gemm (residual adds in the projections' GEMMs, the patch embedding as a GEMM) on a GPU, else off;
+    OCRQ_ENCODER_FUSION=norm puts the adds in the norms instead, off keeps vLLM's own sequence."""
     wanted = _setting(ENCODER_FUSION_ENV, current_env().encoder_fusion, FUSION_MODES)
-    chosen = ("on" if torch.cuda.is_available() else "off") if wanted == "auto" else wanted
+    chosen = ("gemm" if torch.cuda.is_available() else "off") if wanted == "auto" else wanted
     _log().info("ocrq encoder plugin: residual and patch-embedding fusion %s (%s=%s)", chosen, ENCODER_FUSION_ENV,
                 wanted)
     return chosen
@@ -161,6 +162,41 @@ def fused_residual_layers(layers, x: torch.Tensor, attention_mask, position_embe
         hidden, residual = layer.ffn_norm(out, residual)
         out = layer.feed_forward(hidden)
     return residual + out
+
+
+def gemm_residual_layers(layers, x: torch.Tensor, attention_mask, position_embeddings) -> torch.Tensor:
+    """Pixtral's pre-norm blocks with each residual add done by the projection before it: the residual is the
+    accumulator of o_proj's and down_proj's GEMMs (cuBLAS's beta = 1), so each norm reads and writes one tensor.
+
+    Same as `h = x + attention(attention_norm(x)); x = h + feed_forward(ffn_norm(h))` per layer. May overwrite x.
+    """
+    residual = x.contiguous()
+    for layer in layers:
+        attended = attention_core(layer.attention, layer.attention_norm(residual), attention_mask,
+                                  position_embeddings)
+        add_projection(residual, attended, layer.attention.o_proj)
+        mlp = layer.feed_forward
+        gate_up, _ = mlp.gate_up_proj(layer.ffn_norm(residual))
+        add_projection(residual, mlp.act_and_mul(gate_up), mlp.down_proj)
+    return residual
+
+
+def add_projection(residual: torch.Tensor, x: torch.Tensor, linear) -> None:
+    """residual += x @ linear.weight.T, as one GEMM accumulating into the residual."""
+    residual.view(-1, residual.shape[-1]).addmm_(x.reshape(-1, x.shape[-1]), linear.weight.t())
+
+
+def gemm_fusable(layers) -> bool:
+    """True where every o_proj and down_proj is a plain matrix on one GPU: no quantization, no bias and no
+    tensor-parallel reduction, so `residual += x @ W.T` is all the projection does."""
+
+    def plain(linear) -> bool:
+        return (type(getattr(linear, "quant_method", None)).__name__ == "UnquantizedLinearMethod"
+                and getattr(linear, "bias", None) is None and getattr(linear, "tp_size", 1) == 1
+                and getattr(linear, "weight", None) is not None and linear.weight.dim() == 2)
+
+    return all(plain(layer.attention.o_proj) and plain(layer.feed_forward.down_proj)
+               and hasattr(layer.feed_forward, "act_and_mul") for layer in layers)
 
 
 def embed_patches(conv, image: torch.Tensor, *, fused: bool) -> torch.Tensor:
@@ -224,6 +260,27 @@ def _fused_rotary_attention(qkv, cos, sin, spans, *, tokens, heads, head_dim, ba
     return attend_per_image(q, k, v, spans, backend=backend)
 
 
+def attention_core(attention, hidden_states: torch.Tensor, spans: ImageSpans, position_embeddings) -> torch.Tensor:
+    """A PixtralHFAttention's output before its o_proj: (batch, patches, heads * head_dim)."""
+    batch, patches, _ = hidden_states.size()
+    qkv, _ = attention.qkv_proj(hidden_states)
+    cos, sin = position_embeddings
+    out = encoder_attention(qkv, cos, sin, spans, heads=attention.n_heads, head_dim=attention.head_dim)
+    return out.view(batch, patches, attention.n_heads * attention.head_dim)
+
+
+def _gemm_fusable_once(transformer) -> bool:
+    """gemm_fusable for this transformer's layers, asked once (its weights do not change kind)."""
+    known = getattr(transformer, "_ocrq_gemm_fusable", None)
+    if known is None:
+        known = gemm_fusable(transformer.layers)
+        transformer._ocrq_gemm_fusable = known
+        if not known:
+            _log().info("ocrq encoder plugin: the encoder's projections are not plain GEMMs; "
+                        "residual adds in the norms")
+    return known
+
+
 def patch_pixtral() -> bool:
     """Patch PixtralHFVisionModel and PixtralHFAttention in place where vLLM masks densely; True if this call did."""
     from vllm.model_executor.models import pixtral
@@ -243,7 +300,7 @@ def patch_pixtral() -> bool:
     original_attention = attention_cls.forward
 
     def vision_forward(self, pixel_values, *, select_layers=None, feature_select_strategy=None):
-        fused = fusion_mode() == "on"
+        fused = fusion_mode() != "off"
         patch_embeds_list = [embed_patches(self.patch_conv, img.unsqueeze(0).to(self.dtype), fused=fused)
                              for img in pixel_values]
         flat = [p.flatten(2).permute(0, 2, 1) for p in patch_embeds_list]
@@ -271,11 +328,7 @@ def patch_pixtral() -> bool:
     def attention_forward(self, hidden_states, attention_mask, position_embeddings):
         if not isinstance(attention_mask, ImageSpans):
             return original_attention(self, hidden_states, attention_mask, position_embeddings)
-        batch, patches, _ = hidden_states.size()
-        qkv, _ = self.qkv_proj(hidden_states)
-        cos, sin = position_embeddings
-        out = encoder_attention(qkv, cos, sin, attention_mask, heads=self.n_heads, head_dim=self.head_dim)
-        attn_output, _ = self.o_proj(out.view(batch, patches, self.n_heads * self.head_dim))
+        attn_output, _ = self.o_proj(attention_core(self, hidden_states, attention_mask, position_embeddings))
         return attn_output, None
 
     model_cls.forward = vision_forward
@@ -284,8 +337,11 @@ def patch_pixtral() -> bool:
         original_transformer = transformer_cls.forward
 
         def transformer_forward(self, x, attention_mask, position_embeddings, return_all_hidden_states):
-            if return_all_hidden_states or not isinstance(attention_mask, ImageSpans) or fusion_mode() != "on":
+            mode = fusion_mode()
+            if return_all_hidden_states or not isinstance(attention_mask, ImageSpans) or mode == "off":
                 return original_transformer(self, x, attention_mask, position_embeddings, return_all_hidden_states)
+            if mode == "gemm" and _gemm_fusable_once(self):
+                return gemm_residual_layers(self.layers, x, attention_mask, position_embeddings)
             return fused_residual_layers(self.layers, x, attention_mask, position_embeddings)
 
         transformer_cls.forward = transformer_forward

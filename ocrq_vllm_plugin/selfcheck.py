@@ -1,6 +1,7 @@
 """On a GPU: per-image attention against vLLM's dense block-diagonal mask, the fused rotary against HF's
-element-wise one, and the residual adds folded into the norms and the patch embedding as a GEMM against vLLM's
-own sequence, for error and time.
+element-wise one, the residual adds folded into the projections' GEMMs or into the norms and the patch embedding
+as a GEMM against vLLM's own sequence, and the decoder's fused q/k norm and rotary against vLLM's three kernels,
+for error and time.
 
     python -m ocrq_vllm_plugin.selfcheck
 """
@@ -17,10 +18,13 @@ import torch.nn.functional as F
 from ocrq_vllm_plugin.pixtral_attention import (
     ImageSpans,
     attend_per_image,
+    attention_core,
     embed_patches,
     encoder_attention,
     fused_residual_layers,
+    gemm_residual_layers,
 )
+from ocrq_vllm_plugin.qwen3_attention import norm_and_rotate
 
 # Patch grids (rows, columns) per image: a 1190x1540 page, a square 1540 px page, a business card, a half page.
 GRIDS = [(110, 85), (110, 110), (31, 48), (55, 84)]
@@ -89,7 +93,9 @@ def main() -> int:
     report["rotary"] = rotary
     fusion = fusion_check()
     report["fusion"] = fusion
-    report["ok"] = ok and rotary["ok"] and fusion["ok"]
+    decoder = decoder_check()
+    report["decoder"] = decoder
+    report["ok"] = ok and rotary["ok"] and fusion["ok"] and decoder["ok"]
     print(json.dumps(report))
     return 0 if report["ok"] else 1
 
@@ -158,15 +164,41 @@ def rotary_check() -> dict:
     return report
 
 
+class _Projection(torch.nn.Linear):
+    """A vLLM linear layer as the encoder calls one: it returns (output, bias)."""
+
+    def forward(self, x):
+        return super().forward(x), None
+
+
 class _Attention(torch.nn.Module):
-    """Stands in for the encoder's attention (a projection), called as PixtralHFAttention is."""
+    """PixtralHFAttention as the plugin runs it: QKV projection, fused rotary, per-image attention, o_proj."""
 
     def __init__(self, width: int):
         super().__init__()
-        self.proj = torch.nn.Linear(width, width, bias=False)
+        self.qkv_proj, self.o_proj = _Projection(width, 3 * width, bias=False), _Projection(width, width, bias=False)
+        self.n_heads, self.head_dim = HEADS, HEAD_DIM
 
     def forward(self, hidden_states, attention_mask=None, position_embeddings=None):
-        return self.proj(hidden_states), None
+        out, _ = self.o_proj(attention_core(self, hidden_states, attention_mask, position_embeddings))
+        return out, None
+
+
+class _MLP(torch.nn.Module):
+    """PixtralHFMLP: gate and up projections in one, SiLU-and-mul, down projection."""
+
+    def __init__(self, width: int):
+        from vllm.model_executor.layers.activation import SiluAndMul
+
+        super().__init__()
+        self.gate_up_proj = _Projection(width, 8 * width, bias=False)
+        self.down_proj = _Projection(4 * width, width, bias=False)
+        self.act_and_mul = SiluAndMul()
+
+    def forward(self, x):
+        gate_up, _ = self.gate_up_proj(x)
+        out, _ = self.down_proj(self.act_and_mul(gate_up))
+        return out
 
 
 class _Layer(torch.nn.Module):
@@ -179,9 +211,10 @@ class _Layer(torch.nn.Module):
         self.attention_norm, self.ffn_norm = RMSNorm(width, eps=1e-5), RMSNorm(width, eps=1e-5)
         for norm in (self.attention_norm, self.ffn_norm):
             torch.nn.init.normal_(norm.weight, 1.0, 0.1)
-        self.attention = _Attention(width)
-        self.feed_forward = torch.nn.Sequential(torch.nn.Linear(width, 4 * width, bias=False), torch.nn.SiLU(),
-                                                torch.nn.Linear(4 * width, width, bias=False))
+        self.attention, self.feed_forward = _Attention(width), _MLP(width)
+        for linear in (self.attention.qkv_proj, self.attention.o_proj, self.feed_forward.gate_up_proj,
+                       self.feed_forward.down_proj):
+            torch.nn.init.normal_(linear.weight, 0.0, 0.02)
 
     def forward(self, x, attention_mask=None, position_embeddings=None):
         # PixtralHFTransformerBlock.forward in vLLM 0.26.
@@ -192,8 +225,9 @@ class _Layer(torch.nn.Module):
 
 
 def fusion_check() -> dict:
-    """Residual adds in vLLM's fused_add_rms_norm against separate adds and norms (four blocks of one page's
-    patches), and the patch embedding as a GEMM against vLLM's cuDNN convolution (one 1190x1540 page)."""
+    """Residual adds in the projections' GEMMs and in vLLM's fused_add_rms_norm, each against separate adds and
+    norms (four blocks over one page's patches, real attention), and the patch embedding as a GEMM against
+    vLLM's cuDNN convolution (one 1190x1540 page)."""
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.model_executor.layers.conv import Conv2dLayer
 
@@ -202,21 +236,27 @@ def fusion_check() -> dict:
     with set_current_vllm_config(VllmConfig()), torch.no_grad():
         layers = torch.nn.ModuleList(_Layer(width) for _ in range(4)).cuda().to(torch.bfloat16)
         x = torch.randn(1, patches, width, device="cuda", dtype=torch.bfloat16)
+        spans = ImageSpans.of(LENGTHS[:1], device=x.device)
+        tables = pixtral_rotary_tables(GRIDS[:1], dtype=torch.bfloat16)
 
         def unfused():
             h = x
             for layer in layers:
-                h = layer(h)
+                h = layer(h, spans, tables)
             return h
 
-        separate, together = unfused(), fused_residual_layers(layers, x.clone(), None, None)
-        error = ((together.double() - separate.double()).norm() / separate.double().norm()).item()
-        report["residual_in_norm"] = {
-            "rel_error_vs_separate": round(error, 6), "finite": bool(torch.isfinite(together).all()),
-            "ms_separate_4_layers": round(cuda_median_ms(unfused, repeats=20, warmup=3), 4),
-            "ms_fused_4_layers": round(cuda_median_ms(lambda: fused_residual_layers(layers, x.clone(), None, None),
-                                                      repeats=20, warmup=3), 4),
-        }
+        separate = unfused()
+        ways = {"residual_in_gemm": gemm_residual_layers, "residual_in_norm": fused_residual_layers}
+        report["ms_separate_4_layers"] = round(cuda_median_ms(unfused, repeats=20, warmup=3), 4)
+        for name, way in ways.items():
+            together = way(layers, x.clone(), spans, tables)
+            error = ((together.double() - separate.double()).norm() / separate.double().norm()).item()
+            report[name] = {
+                "rel_error_vs_separate": round(error, 6), "finite": bool(torch.isfinite(together).all()),
+                "ms_4_layers": round(cuda_median_ms(lambda w=way: w(layers, x.clone(), spans, tables), repeats=20,
+                                                    warmup=3), 4),
+            }
+        report["ms_clone_in_each"] = round(cuda_median_ms(lambda: x.clone(), repeats=20, warmup=3), 4)
 
         conv = Conv2dLayer(in_channels=3, out_channels=width, kernel_size=14, stride=14, bias=False).cuda()
         conv = conv.to(torch.bfloat16)
@@ -235,8 +275,76 @@ def fusion_check() -> dict:
             "ms_gemm": round(cuda_median_ms(lambda: embed_patches(conv, image, fused=True), repeats=20, warmup=3), 4),
         }
     report["ok"] = all(r["finite"] and r[key] < TOLERANCE for r, key in (
-        (report["residual_in_norm"], "rel_error_vs_separate"), (report["patch_embedding"], "rel_error_vs_conv")))
+        (report["residual_in_gemm"], "rel_error_vs_separate"), (report["residual_in_norm"], "rel_error_vs_separate"),
+        (report["patch_embedding"], "rel_error_vs_conv")))
     return report
+
+
+def decoder_check() -> dict:
+    """The decoder's fused q/k norm and rotary against vLLM's RMSNorm and rotary kernels, both against float64,
+    over one 1190x1540 page's prompt (2,377 tokens) in LightOnOCR's decoder shape (16 q and 8 KV heads of 128)."""
+    from types import SimpleNamespace
+
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.layernorm import RMSNorm
+    from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
+
+    tokens, heads, kv_heads, dim, eps = 2377, 16, 8, 128, 1e-6
+    q_size, kv_size = heads * dim, kv_heads * dim
+    with set_current_vllm_config(VllmConfig()), torch.no_grad():
+        rope = RotaryEmbedding(dim, dim, 8192, 1_000_000, True, torch.bfloat16).cuda()
+        q_norm, k_norm = (RMSNorm(dim, eps=eps).cuda().to(torch.bfloat16) for _ in range(2))
+        for norm in (q_norm, k_norm):
+            torch.nn.init.normal_(norm.weight, 1.0, 0.1)
+        layer = SimpleNamespace(rotary_emb=rope, q_norm=q_norm, k_norm=k_norm, num_heads=heads,
+                                num_kv_heads=kv_heads, head_dim=dim)
+        qkv = torch.randn(tokens, q_size + 2 * kv_size, device="cuda", dtype=torch.bfloat16)
+        positions = torch.arange(tokens, device="cuda", dtype=torch.int64) + 5
+
+        def unfused():
+            # Qwen3Attention.forward in vLLM 0.26, through vLLM's CUDA kernels.
+            q, k, v = qkv.clone().split([q_size, kv_size, kv_size], dim=-1)
+            q = q_norm.forward_cuda(q.view(tokens, heads, dim)).view(tokens, q_size)
+            k = k_norm.forward_cuda(k.view(tokens, kv_heads, dim)).view(tokens, kv_size)
+            q, k = rope.forward_cuda(positions, q, k)
+            return torch.cat([q, k, v], dim=-1)
+
+        def fused():
+            out = qkv.clone()
+            norm_and_rotate(layer, positions, out)
+            return out
+
+        reference = _qk_norm_rope_reference(qkv, positions, rope.cos_sin_cache, q_norm.weight, k_norm.weight,
+                                            heads=heads, kv_heads=kv_heads, dim=dim, eps=eps)
+        report: dict = {}
+        for name, fn in (("unfused", unfused), ("fused", fused)):
+            out = fn()
+            error = ((out.double() - reference).norm() / reference.norm()).item()
+            report[name] = {"rel_error": round(error, 6), "finite": bool(torch.isfinite(out).all()),
+                            "v_untouched": bool(torch.equal(out[:, q_size + kv_size:], qkv[:, q_size + kv_size:])),
+                            "ms": round(cuda_median_ms(fn, repeats=20, warmup=3), 4)}
+        between = ((fused().double() - unfused().double()).norm() / unfused().double().norm()).item()
+        report["fused_vs_unfused_rel_error"] = round(between, 6)
+        report["ms_clone_in_each"] = round(cuda_median_ms(lambda: qkv.clone(), repeats=20, warmup=3), 4)
+    report["ok"] = all(r["finite"] and r["v_untouched"] and r["rel_error"] < TOLERANCE
+                       for r in (report["unfused"], report["fused"])) and between < TOLERANCE
+    return report
+
+
+def _qk_norm_rope_reference(qkv, positions, cos_sin_cache, q_weight, k_weight, *, heads, kv_heads, dim, eps):
+    """Per-head RMS norm, then NeoX rotary over the whole head, in float64."""
+    tokens = qkv.shape[0]
+    q, k, v = qkv.double().split([heads * dim, kv_heads * dim, kv_heads * dim], dim=-1)
+    cos, sin = cos_sin_cache.double()[positions].chunk(2, dim=-1)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+
+    def one(x, count, weight):
+        x = x.view(tokens, count, dim)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
+        first, second = x.chunk(2, dim=-1)
+        return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1).view(tokens, count * dim)
+
+    return torch.cat([one(q, heads, q_weight), one(k, kv_heads, k_weight), v], dim=-1)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@
 #                                                     session 8's e2exqa, folded into it)
 #          feed                                       (issue 21 #3, #4: the bulk worker's threads and prefork end
 #                                                     to end, fp8 steady, issue 9's fp8 beside it)
+#          prefill3                                   (issue 21 #2: the encoder's residual adds in the GEMMs or the
+#                                                     norms, the decoder's q/k norm and rotary fused or not; the
+#                                                     engines served after it run the fastest that the selfcheck
+#                                                     passed)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -240,7 +244,7 @@ step_xqa() {  # fp8 through FLASHINFER with the XQA decode kernel. vLLM 0.26 rou
 
 engine_facts() {  # engine_facts LABEL: the decode kernel, the sampler and the encoder's modes the engine's log names
   grep -hoE "decode_backend=[a-z_-]*|rotary embedding [a-z]+ \([A-Z_]+=[a-z]+\)|fusion [a-z]+ \([A-Z_]+=[a-z]+\)|\
-FlashInfer for top-p|top-p/top-k sampling disabled|Asynchronous scheduling is [a-z]+" "$run/logs/$1"/*.log 2>/dev/null \
+rotary fused [a-z]+ \([A-Z_]+=[a-z]+\)|FlashInfer for top-p|top-p/top-k sampling disabled|Asynchronous scheduling is [a-z]+" "$run/logs/$1"/*.log 2>/dev/null \
     | sort | uniq -c | tee -a "$run/progress.txt"
 }
 
@@ -270,7 +274,9 @@ steady_engine() {  # steady_engine LABEL [ocrq engine options...]: one h200 engi
 }
 
 # Issue 9's configuration: FA3 for fp8, HF's rotary, no fusion, vLLM's own top-p sampler.
-issue9() { VLLM_USE_FLASHINFER_SAMPLER=0 OCRQ_ENCODER_ROTARY=eager OCRQ_ENCODER_FUSION=off "$@"; }
+issue9() {
+  VLLM_USE_FLASHINFER_SAMPLER=0 OCRQ_ENCODER_ROTARY=eager OCRQ_ENCODER_FUSION=off OCRQ_DECODER_FUSION=off "$@"
+}
 
 step_final() {  # issue 21 #2-#4 on one machine: the h200 profile as the launcher runs it here (fp8: XQA decoding;
   # FlashInfer's top-p sampler; the encoder's rotary and residual fusions), steady and end to end at 1,024 pages,
@@ -279,7 +285,8 @@ step_final() {  # issue 21 #2-#4 on one machine: the h200 profile as the launche
   svc_pid=$!
   # First, as it also runs the fused encoder in a real engine: where that fails, the engines below run without it.
   step_prefill2
-  grep -q '"fusion_mode_seen": "on"' "$results" || { say "no fused prefill profile: fusion off"; export OCRQ_ENCODER_FUSION=off; }
+  grep -qE '"fusion_mode_seen": "(gemm|norm)"' "$results" \
+    || { say "no fused prefill profile: fusion off"; export OCRQ_ENCODER_FUSION=off; }
   local best=best-fp8
   if ! READY_S=480 serve "$best" --profile h200 --kv-cache-dtype fp8; then
     say "retrying without FlashInfer's sampler"
@@ -302,7 +309,11 @@ step_feed() {  # issue 21 #3, #4 on one machine, the h200 profile's fp8 engine: 
   # engine's steady pages/s; issue 9's fp8 configuration steady beside it
   timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
   svc_pid=$!
-  READY_S=480 serve feed-fp8 --profile h200 --kv-cache-dtype fp8 || return
+  if ! READY_S=480 serve feed-fp8 --profile h200 --kv-cache-dtype fp8; then
+    say "retrying with session 9's encoder and decoder (fusion norm, decoder off)"
+    export OCRQ_ENCODER_FUSION=norm OCRQ_DECODER_FUSION=off
+    READY_S=420 serve feed-fp8-norm --profile h200 --kv-cache-dtype fp8 || return
+  fi
   engine_facts feed-fp8
   OCRQ_STACK_GPU_POOL=threads OCRQ_STACK_GPU_WORKERS=8 OCRQ_STACK_GPU_CONCURRENCY=128 OCRQ_STACK_PAIR_SIZE=1 \
     stack_e2e feed-threads-8x128 1024
@@ -314,11 +325,41 @@ step_feed() {  # issue 21 #3, #4 on one machine, the h200 profile's fp8 engine: 
 }
 
 step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eager then fused, one in-process engine
-  say "encoder + prefill profile, fused and not (bench/gpu_prefill_profile.py ${PREFILL_MODES:-fused/on,fused/off})"
+  say "encoder + prefill profile, fused and not (bench/gpu_prefill_profile.py ${PREFILL_MODES:-fused/norm,fused/off})"
   VLLM_ENABLE_V1_MULTIPROCESSING=0 timeout 300 python3 bench/gpu_prefill_profile.py --model "$model_dir" --pages 60 \
-    --modes "${PREFILL_MODES:-fused/on,fused/off}" --out "$results" --tables "$run" 2> "$run/logs/prefill2.err" \
+    --modes "${PREFILL_MODES:-fused/norm,fused/off}" --out "$results" --tables "$run" 2> "$run/logs/prefill2.err" \
     | cut -c1-600 | tee -a "$run/progress.txt"
   tail -n 3 "$run/logs/prefill2.err" | cut -c1-300 | tee -a "$run/progress.txt"
+}
+
+step_prefill3() {  # issue 21 #2: encoder + prefill CUDA time a page for the encoder's residual adds in the norms
+  # (session 9) or in the projections' GEMMs, and the decoder's q/k norm and rotary fused or not; session 9's modes
+  # first and last, to see the drift. Then the engines served after it take the fastest modes the selfcheck passed.
+  local modes=fused/norm/off,fused/gemm/off,fused/norm/on,fused/gemm/on,fused/norm/off
+  say "encoder + prefill profile (bench/gpu_prefill_profile.py $modes)"
+  VLLM_ENABLE_V1_MULTIPROCESSING=0 timeout 300 python3 bench/gpu_prefill_profile.py --model "$model_dir" --pages 60 \
+    --modes "$modes" --out "$results" --tables "$run" 2> "$run/logs/prefill3.err" \
+    | cut -c1-600 | tee -a "$run/progress.txt"
+  tail -n 3 "$run/logs/prefill3.err" | cut -c1-300 | tee -a "$run/progress.txt"
+  local best
+  best=$(python3 - "$results" <<'EOF'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+check = [r for r in rows if "decoder" in r and "fusion" in r and "ok" in r]
+ok = bool(check) and check[-1]["ok"]
+profiled = [r for r in rows if r.get("mode") == "prefill-profile" and r.get("decoder")]
+if ok and profiled:
+    best = min(profiled, key=lambda r: r["cuda_ms_per_page"])
+    print(best["fusion_mode_seen"], best["decoder_mode_seen"])
+EOF
+  )
+  if [ -z "$best" ]; then
+    say "no passed selfcheck or no profile: served engines run session 9's modes (fusion norm, decoder off)"
+    best="norm off"
+  fi
+  read -r OCRQ_ENCODER_FUSION OCRQ_DECODER_FUSION <<< "$best"
+  export OCRQ_ENCODER_FUSION OCRQ_DECODER_FUSION
+  say "served engines: OCRQ_ENCODER_FUSION=$OCRQ_ENCODER_FUSION OCRQ_DECODER_FUSION=$OCRQ_DECODER_FUSION"
 }
 
 pair() {  # pair LABEL [ocrq engine options...]: two bulk engines on one weight copy, under MPS
