@@ -48,7 +48,10 @@ class PageBatches(Batches):
             self._running.pop(number, None)
 
         def on_lost(exc: Any) -> None:
-            # A pool child killed mid-batch: its pages are no longer held, so the sweeper takes them back.
+            # A pool child killed mid-batch: its pages are no longer held, so the sweeper takes them back. Their
+            # messages are acked here, or each would keep a prefetch slot until the broker's visibility timeout.
+            for request in acks_late:
+                request.acknowledge()
             self._running.pop(number, None)
 
         return self._pool.apply_async(
