@@ -13,12 +13,21 @@ from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from common import outages
 from common.files import write_atomically
 from common.settings import Settings
 
 
 class ObjectMissing(Exception):
     """The object does not exist, or we may not read it."""
+
+
+def _missing(exc: ClientError, what: str) -> ObjectMissing:
+    """ObjectMissing for S3's answer; its "not now" answers (500, 503, SlowDown) are raised as they are, so that
+    callers take them for an outage, not for a missing object."""
+    if outages.outage_of(exc):
+        raise exc
+    return ObjectMissing(what)
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ class S3Storage:
         try:
             return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
         except ClientError as exc:
-            raise ObjectMissing(key) from exc
+            raise _missing(exc, key) from exc
 
     def delete(self, key: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
@@ -132,20 +141,24 @@ class FileStorage:
 
 
 def download_object(client: BaseClient, bucket: str, key: str, dest: Path) -> None:
-    """Download one object; a missing or forbidden object raises ObjectMissing."""
+    """Download one object; a missing or forbidden object raises ObjectMissing, a busy store its ClientError."""
     try:
         client.download_file(bucket, key, str(dest))
     except ClientError as exc:
-        raise ObjectMissing(f"s3://{bucket}/{key}: {exc.response.get('Error', {}).get('Code', exc)}") from exc
+        raise _missing(exc, f"s3://{bucket}/{key}: {_code(exc)}") from exc
 
 
 def head_object(client: BaseClient, bucket: str, key: str) -> ObjectInfo:
-    """Size and ETag of an object; missing or forbidden raises ObjectMissing."""
+    """Size and ETag of an object; missing or forbidden raises ObjectMissing, a busy store its ClientError."""
     try:
         head = client.head_object(Bucket=bucket, Key=key)
     except ClientError as exc:
-        raise ObjectMissing(f"s3://{bucket}/{key}: {exc.response.get('Error', {}).get('Code', exc)}") from exc
+        raise _missing(exc, f"s3://{bucket}/{key}: {_code(exc)}") from exc
     return ObjectInfo(key=key, size=head["ContentLength"], etag=head["ETag"].strip('"'))
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", exc))
 
 
 def make_storage(settings: Settings) -> Storage:

@@ -8,6 +8,7 @@ from pathlib import Path
 from botocore.exceptions import ClientError
 from sqlalchemy.orm import Session
 
+from common import outages
 from common.documents import DocumentRejected
 from common.errors import Rejected
 from common.jobs import results
@@ -31,6 +32,8 @@ def build_on_demand(svc: Services, session: Session, *, job: Job) -> bytes:
         try:
             _download_source(svc, job, source)
         except (ObjectMissing, ClientError, NotGranted, OSError) as exc:
+            if outages.outage_of(exc):  # the store is busy, the source may well be there: 503, not gone
+                raise
             raise Rejected(409, "the PDF cannot be built: the source document is no longer stored; "
                                 "submit it again with output=pdf", code="source_gone") from exc
         try:

@@ -1,5 +1,6 @@
 """A loopback proxy in front of SeaweedFS that answers object reads with S3's 500 InternalError while armed, as a
-store answers while it restarts; everything else is forwarded unchanged (the Host header too, so SigV4 holds)."""
+store answers while it restarts; everything else is forwarded unchanged (the Host header too, so SigV4 holds).
+Armed, it answers the requests of the given methods whose path holds the given part (job sources by default)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ class BusyS3Proxy:
         self.upstream = upstream
         self.busy_until = 0.0
         self.busy_answers = 0
+        self.busy_methods: tuple[str, ...] = ("GET",)
+        self.busy_path_part = "/jobs/"
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -25,13 +28,15 @@ class BusyS3Proxy:
                 pass
 
             def _forward(self) -> None:
-                if self.command == "GET" and "/jobs/" in self.path and time.monotonic() < proxy.busy_until:
+                if (self.command in proxy.busy_methods and proxy.busy_path_part in self.path
+                        and time.monotonic() < proxy.busy_until):
                     proxy.busy_answers += 1
                     self.send_response(500)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(BUSY)))
                     self.end_headers()
-                    self.wfile.write(BUSY)
+                    if self.command != "HEAD":
+                        self.wfile.write(BUSY)
                     return
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
@@ -53,8 +58,12 @@ class BusyS3Proxy:
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
-    def busy_for(self, seconds: float) -> None:
+    def busy_for(self, seconds: float, *, methods: tuple[str, ...] = ("GET",), path_part: str = "/jobs/") -> None:
+        self.busy_methods, self.busy_path_part = methods, path_part
         self.busy_until = time.monotonic() + seconds
+
+    def calm(self) -> None:
+        self.busy_until = 0.0
 
     def close(self) -> None:
         self._server.shutdown()

@@ -8,6 +8,7 @@ from datetime import timedelta
 from botocore.exceptions import ClientError
 from sqlalchemy import case, exists, or_, select, true, update
 
+from common import outages
 from common.batches.models import Batch, BatchItem
 from common.batches.objects import relative_key, result_key
 from common.batches.progress import progress
@@ -43,6 +44,10 @@ def item_finished(ctx: WorkerContext, *, job: Job, pages: list[Page], status: st
         try:
             values["result_key"] = _write_result(ctx, batch=batch, key=key, job=job, pages=pages)
         except (ClientError, NotGranted) as exc:
+            if outages.outage_of(exc):  # busy: the item stays queued, and the batch sweeper writes it later
+                log.warning("storage unreachable while writing a batch result; written later: %s",
+                            exc.__class__.__name__)
+                return
             values |= {"status": "failed", "error": f"the result could not be written: {describe_s3_error(exc)}"}
         except (DocumentRejected, ObjectMissing, OSError) as exc:
             values |= {"status": "failed", "error": f"the searchable PDF could not be built: {exc}"}

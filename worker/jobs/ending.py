@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
-from common import faults
+from common import faults, outages
 from common.jobs import ending
 from common.jobs import states as job_states
 from common.jobs.ending import JobEnded
@@ -13,6 +15,8 @@ from common.jobs.models import Job, Page
 from worker.batches import results as batch_results
 from worker.context import WorkerContext
 from worker.jobs.results import needs_storing, store_result
+
+log = logging.getLogger("ocrq.jobs")
 
 
 def close_in(session: Session, ctx: WorkerContext, *, job_id: str) -> JobEnded | bool | None:
@@ -45,7 +49,15 @@ def close_job_if_done(ctx: WorkerContext, *, job_id: str) -> None:
 def finish_closing(ctx: WorkerContext, *, job_id: str, closed: JobEnded | bool | None) -> None:
     """After the page's commit: store the result if it must be, end the job, and announce its end."""
     if closed is True:
-        if reason := store_result(ctx, job_id=job_id):
+        try:
+            reason = store_result(ctx, job_id=job_id)
+        except outages.OUTAGE_TYPES as exc:
+            if outages.outage_of(exc) != "storage":
+                raise
+            # Every page is written: the job stays running until the sweeper, which closes such jobs, stores it.
+            log.warning("storage unreachable while storing the job's result; closed later: %s", exc.__class__.__name__)
+            return
+        if reason:
             fail_job(ctx, job_id=job_id, reason=reason)
             return
         with ctx.db.session() as session:

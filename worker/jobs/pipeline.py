@@ -60,8 +60,6 @@ def _split(ctx: WorkerContext, job: Job) -> bool:
             raise
         return _split_later(ctx, job, exc)
     except (DocumentRejected, PageRangeError, ObjectMissing, FetchError, NotGranted, OSError, ValueError) as exc:
-        if outages.outage_of(exc) and _within_outage_grace(ctx, job):  # S3's "not now" behind ObjectMissing
-            return _split_later(ctx, job, exc)
         reason = public_reason(exc)
         log.warning("job rejected: %s (%r)", reason, exc)
         fail_job(ctx, job_id=job.id, reason=reason)
@@ -128,9 +126,6 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
             outcomes[c.page.id] = job_states.PageOutcome(
                 error=f"page {c.page.index + 1} could not be read: the {what} stayed unreachable")
         except (DocumentRejected, ObjectMissing, NotGranted, OSError) as exc:
-            if outages.outage_of(exc) and _within_outage_grace(ctx, c.job):  # S3's "not now" behind ObjectMissing
-                _retry_later(ctx, c, refund=True)
-                continue
             log.warning("page %d not rendered: %r", c.page.index + 1, exc)
             outcomes[c.page.id] = job_states.PageOutcome(
                 error=f"page {c.page.index + 1} could not be rendered: {public_reason(exc)}")
