@@ -87,9 +87,7 @@ def test_a_threads_worker_has_each_of_its_pages_at_the_engine_at_once(tmp_path, 
     with Stack(settings, logs=tmp_path) as stack:
         stack.start_worker("--gpu", "--pool", "threads", "--concurrency", "4")
         client = stack.client(KEY_A)
-        ids = [client.post("/jobs", files={"file": ("page.png", _png(text_page(f"Thread {w}", size=(900, 300),
-                                                                                  font_size=48)))}).json()["id"]
-               for w in WORDS]
+        ids = _submit_words(client, "Thread")
         jobs = [wait_for_job(client, job_id, timeout=120) for job_id in ids]
     assert [job["status"] for job in jobs] == ["succeeded"] * 4, jobs
     assert server.max_in_flight() == 4, server.requests()
@@ -106,9 +104,7 @@ def test_workers_that_send_pages_alone_hold_no_page_they_have_no_thread_for(tmp_
     with Stack(settings, logs=tmp_path) as stack:
         stack.start_worker("--gpu", "--pool", "threads", "--concurrency", "2")
         client = stack.client(KEY_A)
-        ids = [client.post("/jobs", files={"file": ("page.png", _png(text_page(f"Alone {w}", size=(900, 300),
-                                                                                  font_size=48)))}).json()["id"]
-               for w in WORDS]
+        ids = _submit_words(client, "Alone")
         wait_until(lambda: len(server.requests()) >= 2, timeout=60, what="the first worker's two pages at the engine")
         time.sleep(1)  # time for the first worker to take any page it would hold
         stack.start_worker("--gpu", "--pool", "threads", "--concurrency", "2")
@@ -248,6 +244,13 @@ def _wait_for_tries(stack, job_id: str, *, count: int, timeout: float) -> tuple[
         assert time.monotonic() < deadline, f"{len(seen)} tries at the page within {timeout}s, not {count}"
         time.sleep(0.1)
     return list(seen.values()), most_attempts
+
+
+def _submit_words(client, label: str) -> list[str]:
+    """One single-page job a word of WORDS, each page reading `label word`."""
+    return [client.post("/jobs", files={"file": ("page.png", _png(text_page(f"{label} {w}", size=(900, 300),
+                                                                           font_size=48)))}).json()["id"]
+            for w in WORDS]
 
 
 def _png(image) -> bytes:
