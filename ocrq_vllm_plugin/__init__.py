@@ -10,11 +10,16 @@ from __future__ import annotations
 from ocrq_vllm_plugin.env import current_env
 
 
-def register() -> None:
-    """Entry point for `vllm.general_plugins`; safe to call more than once per process."""
+def plugin_log():
+    """The plugin's logger, formatted as vLLM's (vLLM is imported when it is first asked for)."""
     from vllm.logger import init_logger
 
-    log = init_logger("vllm.ocrq_vllm_plugin")
+    return init_logger("vllm.ocrq_vllm_plugin")
+
+
+def register() -> None:
+    """Entry point for `vllm.general_plugins`; safe to call more than once per process."""
+    log = plugin_log()
     env = current_env()
     if env.shared_dir:
         import ocrq_vllm_plugin.shared_weights  # noqa: F401  (registers the load formats)

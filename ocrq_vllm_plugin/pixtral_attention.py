@@ -19,14 +19,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ocrq_vllm_plugin import plugin_log
 from ocrq_vllm_plugin.compat import fusable_transformer, pixtral_encoder_kind
 from ocrq_vllm_plugin.env import ENCODER_ATTENTION_ENV, ENCODER_FUSION_ENV, ENCODER_ROTARY_ENV, current_env
-
-
-def _log():
-    from vllm.logger import init_logger
-
-    return init_logger("vllm.ocrq_vllm_plugin")
 
 _MARK = "_ocrq_per_image_attention"
 BACKENDS = ("auto", "flash", "sdpa")
@@ -113,7 +108,7 @@ def encoder_backend() -> str:
         chosen = "flash" if version is not None and is_fa_version_supported(version) else "sdpa"
     except Exception:  # noqa: BLE001 - any import or probe failure leaves the always-correct fallback
         chosen = "sdpa"
-    _log().info("ocrq encoder plugin: per-image attention through %s", chosen)
+    plugin_log().info("ocrq encoder plugin: per-image attention through %s", chosen)
     return chosen
 
 
@@ -132,7 +127,7 @@ def rotary_mode() -> str:
             chosen = "fused" if torch.cuda.is_available() else "eager"
         except Exception:  # noqa: BLE001 - no Triton kernel here: HF's element-wise rotary is always correct
             chosen = "eager"
-    _log().info("ocrq encoder plugin: rotary embedding %s (%s=%s)", chosen, ENCODER_ROTARY_ENV, wanted)
+    plugin_log().info("ocrq encoder plugin: rotary embedding %s (%s=%s)", chosen, ENCODER_ROTARY_ENV, wanted)
     return chosen
 
 
@@ -142,8 +137,8 @@ def fusion_mode() -> str:
     OCRQ_ENCODER_FUSION=norm puts the adds in the norms instead, off keeps vLLM's own sequence."""
     wanted = _setting(ENCODER_FUSION_ENV, current_env().encoder_fusion, FUSION_MODES)
     chosen = ("gemm" if torch.cuda.is_available() else "off") if wanted == "auto" else wanted
-    _log().info("ocrq encoder plugin: residual and patch-embedding fusion %s (%s=%s)", chosen, ENCODER_FUSION_ENV,
-                wanted)
+    plugin_log().info("ocrq encoder plugin: residual and patch-embedding fusion %s (%s=%s)", chosen,
+                      ENCODER_FUSION_ENV, wanted)
     return chosen
 
 
@@ -276,7 +271,7 @@ def _gemm_fusable_once(transformer) -> bool:
         known = gemm_fusable(transformer.layers)
         transformer._ocrq_gemm_fusable = known
         if not known:
-            _log().info("ocrq encoder plugin: the encoder's projections are not plain GEMMs; "
+            plugin_log().info("ocrq encoder plugin: the encoder's projections are not plain GEMMs; "
                         "residual adds in the norms")
     return known
 
@@ -291,10 +286,11 @@ def patch_pixtral() -> bool:
         return False
     kind = pixtral_encoder_kind(pixtral)
     if kind == "per_image":
-        _log().info("ocrq encoder plugin: this vLLM's Pixtral encoder already attends per image; left as it is")
+        plugin_log().info("ocrq encoder plugin: this vLLM's Pixtral encoder already attends per image; left as it is")
         return False
     if kind == "unknown":
-        _log().warning("ocrq encoder plugin: this vLLM's Pixtral encoder is not one the plugin knows; left as it is")
+        plugin_log().warning("ocrq encoder plugin: this vLLM's Pixtral encoder is not one the plugin knows; "
+                             "left as it is")
         return False
 
     original_attention = attention_cls.forward
@@ -346,7 +342,7 @@ def patch_pixtral() -> bool:
 
         transformer_cls.forward = transformer_forward
     else:
-        _log().info("ocrq encoder plugin: this vLLM's PixtralHFTransformer is not 0.26's; its residual adds stay")
+        plugin_log().info("ocrq encoder plugin: this vLLM's PixtralHFTransformer is not 0.26's; its residual adds stay")
     setattr(model_cls, _MARK, True)
-    _log().info("ocrq encoder plugin: PixtralHFVisionModel patched for per-image attention")
+    plugin_log().info("ocrq encoder plugin: PixtralHFVisionModel patched for per-image attention")
     return True

@@ -12,6 +12,7 @@ import functools
 
 import torch
 
+from ocrq_vllm_plugin import plugin_log
 from ocrq_vllm_plugin.compat import fusable_qwen3_forward, qk_norm_rope_fusable
 from ocrq_vllm_plugin.env import DECODER_FUSION_ENV, current_env
 
@@ -19,11 +20,6 @@ _MARK = "_ocrq_fused_qk_norm_rope"  # on the class: patched
 _FUSABLE = "_ocrq_qk_norm_rope_fusable"  # on each layer: what qk_norm_rope_fusable() said
 MODES = ("auto", "on", "off")
 
-
-def _log():
-    from vllm.logger import init_logger
-
-    return init_logger("vllm.ocrq_vllm_plugin")
 
 
 @functools.cache
@@ -35,7 +31,7 @@ def decoder_fusion_mode() -> str:
     chosen = wanted
     if wanted == "auto":
         chosen = "on" if torch.cuda.is_available() and _kernel() is not None else "off"
-    _log().info("ocrq plugin: decoder q/k norm and rotary fused %s (%s=%s)", chosen, DECODER_FUSION_ENV, wanted)
+    plugin_log().info("ocrq plugin: decoder q/k norm and rotary fused %s (%s=%s)", chosen, DECODER_FUSION_ENV, wanted)
     return chosen
 
 
@@ -65,7 +61,7 @@ def patch_qwen3() -> bool:
     if getattr(attention_cls, _MARK, False):
         return False
     if not fusable_qwen3_forward(attention_cls):
-        _log().info("ocrq plugin: this vLLM's Qwen3Attention is not 0.26's; its q/k norms and rotary stay")
+        plugin_log().info("ocrq plugin: this vLLM's Qwen3Attention is not 0.26's; its q/k norms and rotary stay")
         return False
     original = attention_cls.forward
 
@@ -88,5 +84,5 @@ def patch_qwen3() -> bool:
 
     attention_cls.forward = forward
     setattr(attention_cls, _MARK, True)
-    _log().info("ocrq plugin: Qwen3Attention patched to fuse its q/k norms and rotary where it can")
+    plugin_log().info("ocrq plugin: Qwen3Attention patched to fuse its q/k norms and rotary where it can")
     return True

@@ -15,19 +15,18 @@ import os
 import torch
 from torch import nn
 from vllm.config import ModelConfig, VllmConfig
-from vllm.logger import init_logger
 from vllm.model_executor.model_loader import BaseModelLoader, get_model_loader, register_model_loader
 from vllm.model_executor.model_loader.utils import initialize_model, process_weights_after_loading
 from vllm.utils.torch_utils import set_default_torch_dtype
 
-from ocrq_vllm_plugin import holder, status
+from ocrq_vllm_plugin import holder, plugin_log, status
 from ocrq_vllm_plugin.env import current_env
 from ocrq_vllm_plugin.weights_ipc import attach, export
 
 HOLDER_FORMAT = "ocrq_holder"
 ATTACH_FORMAT = "ocrq_attach"
 
-log = init_logger("vllm.ocrq_vllm_plugin")
+log = plugin_log()
 
 
 def _record_kv_cache_bytes() -> None:
