@@ -163,9 +163,9 @@ def run_e2e(args: argparse.Namespace, api: Api) -> dict:
         doc = multipage(per_job, fmt=args.doc_format)
         docs = [(doc, args.doc_format)] * jobs_n
     pages = jobs_n * per_job
-    readings = [gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)]
+    before_direct = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
     direct = run_direct(args, pages) if args.direct_url and args.direct_when == "before" else None
-    readings.append(gpu_raw.engine_counters(args.direct_url, PHASE_SERIES))
+    before_stack = after_direct = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
 
     warm = variants[0] if per_job == 1 else page_png(0)  # one page through every process on the path first
     wait_all(api, [api.submit(warm, fmt="png", priority=args.priority, name="warm")[0]], interval=0.2, timeout=600)
@@ -174,7 +174,7 @@ def run_e2e(args: argparse.Namespace, api: Api) -> dict:
     submitted = time.time()
     final = wait_all(api, [job_id for job_id, _ in sent], interval=args.poll, timeout=args.timeout)
     jobs = [final[job_id] for job_id, _ in sent]
-    readings.append(gpu_raw.engine_counters(args.direct_url, PHASE_SERIES))
+    after_stack = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
 
     ok = [j for j in jobs if j["status"] == "succeeded"]
     read = sum(pages_ok(j) for j in jobs)
@@ -211,12 +211,13 @@ def run_e2e(args: argparse.Namespace, api: Api) -> dict:
         "job_latency_max_s": pct(latency, 100),
         "queue_wait_p50_s": pct(waits, 50),
     }
-    result["engine_phases_stack"] = engine_phases(readings[-2], readings[-1])
+    result["engine_phases_stack"] = engine_phases(before_stack, after_stack)
     if args.direct_url and direct is None:
+        before_direct = after_stack
         direct = run_direct(args, pages)
-        readings = [readings[-1], gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)]
+        after_direct = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
     if direct:
-        result["engine_phases_direct"] = engine_phases(readings[0], readings[1])
+        result["engine_phases_direct"] = engine_phases(before_direct, after_direct)
         result["direct"] = {k: direct[k] for k in ("pages", "ok", "failed", "wall_s", "pages_per_s",
                                                     "generated_tok_per_s", "mean_completion_tokens",
                                                     "latency_p50_s", "first_error") if k in direct}
@@ -266,14 +267,15 @@ def generated_tokens(engine_url: str | None) -> float | None:
 
 # vLLM's per-request phases (histograms): where a page's time at the engine went, direct against the stack.
 ENGINE_PHASES = ("queue", "prefill", "decode", "inference")
-PHASE_SERIES = [f"vllm:request_{phase}_time_seconds_{part}" for phase in ENGINE_PHASES for part in ("sum", "count")]
+PHASE_SUM_COUNT = {phase: (f"vllm:request_{phase}_time_seconds_sum", f"vllm:request_{phase}_time_seconds_count")
+                   for phase in ENGINE_PHASES}
+PHASE_SERIES = [name for pair in PHASE_SUM_COUNT.values() for name in pair]
 
 
 def engine_phases(before: dict[str, float], after: dict[str, float]) -> dict[str, float] | None:
     """Mean seconds a request spent in each phase between two readings of the engine's metrics."""
     means = {}
-    for phase in ENGINE_PHASES:
-        total, count = (f"vllm:request_{phase}_time_seconds_{part}" for part in ("sum", "count"))
+    for phase, (total, count) in PHASE_SUM_COUNT.items():
         if {total, count} <= before.keys() & after.keys() and after[count] > before[count]:
             means[phase] = round((after[total] - before[total]) / (after[count] - before[count]), 3)
     return means or None
