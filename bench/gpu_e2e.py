@@ -41,6 +41,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_raw
+from host_watch import HostWatch
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 SVC_HOME = Path(os.environ.get("OCRQ_SVC_HOME", "/root/ocrq-svc"))
@@ -163,16 +164,21 @@ def run_e2e(args: argparse.Namespace, api: Api) -> dict:
         doc = multipage(per_job, fmt=args.doc_format)
         docs = [(doc, args.doc_format)] * jobs_n
     pages = jobs_n * per_job
-    before_direct = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
-    direct = run_direct(args, pages) if args.direct_url and args.direct_when == "before" else None
-    before_stack = after_direct = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
+    direct = direct_watch = None
+    if args.direct_url and args.direct_when == "before":
+        before_direct = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
+        with HostWatch(args.direct_url) as direct_watch:
+            direct = run_direct(args, pages)
+        after_direct = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
 
     warm = variants[0] if per_job == 1 else page_png(0)  # one page through every process on the path first
     wait_all(api, [api.submit(warm, fmt="png", priority=args.priority, name="warm")[0]], interval=0.2, timeout=600)
-    started = time.time()
-    sent = submit_all(api, docs, priority=args.priority, submitters=args.submitters)
-    submitted = time.time()
-    final = wait_all(api, [job_id for job_id, _ in sent], interval=args.poll, timeout=args.timeout)
+    before_stack = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
+    with HostWatch(args.direct_url) as stack_watch:
+        started = time.time()
+        sent = submit_all(api, docs, priority=args.priority, submitters=args.submitters)
+        submitted = time.time()
+        final = wait_all(api, [job_id for job_id, _ in sent], interval=args.poll, timeout=args.timeout)
     jobs = [final[job_id] for job_id, _ in sent]
     after_stack = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
 
@@ -212,12 +218,15 @@ def run_e2e(args: argparse.Namespace, api: Api) -> dict:
         "queue_wait_p50_s": pct(waits, 50),
     }
     result["engine_phases_stack"] = engine_phases(before_stack, after_stack)
+    result["host_stack"] = stack_watch.summary()
     if args.direct_url and direct is None:
         before_direct = after_stack
-        direct = run_direct(args, pages)
+        with HostWatch(args.direct_url) as direct_watch:
+            direct = run_direct(args, pages)
         after_direct = gpu_raw.engine_counters(args.direct_url, PHASE_SERIES)
     if direct:
         result["engine_phases_direct"] = engine_phases(before_direct, after_direct)
+        result["host_direct"] = direct_watch.summary()
         result["direct"] = {k: direct[k] for k in ("pages", "ok", "failed", "wall_s", "pages_per_s",
                                                     "generated_tok_per_s", "mean_completion_tokens",
                                                     "latency_p50_s", "first_error") if k in direct}
@@ -269,13 +278,16 @@ def generated_tokens(engine_url: str | None) -> float | None:
 ENGINE_PHASES = ("queue", "prefill", "decode", "inference")
 PHASE_SUM_COUNT = {phase: (f"vllm:request_{phase}_time_seconds_sum", f"vllm:request_{phase}_time_seconds_count")
                    for phase in ENGINE_PHASES}
-PHASE_SERIES = [name for pair in PHASE_SUM_COUNT.values() for name in pair]
+# Tokens a request, to see that both halves sent the engine the same prompts and got the same lengths back.
+TOKEN_SUM_COUNT = {kind: (f"vllm:request_{kind}_tokens_sum", f"vllm:request_{kind}_tokens_count")
+                   for kind in ("prompt", "generation")}
+PHASE_SERIES = [name for pair in (*PHASE_SUM_COUNT.values(), *TOKEN_SUM_COUNT.values()) for name in pair]
 
 
 def engine_phases(before: dict[str, float], after: dict[str, float]) -> dict[str, float] | None:
-    """Mean seconds a request spent in each phase between two readings of the engine's metrics."""
+    """Mean seconds a request spent in each phase, and mean tokens, between two readings of the engine's metrics."""
     means = {}
-    for phase, (total, count) in PHASE_SUM_COUNT.items():
+    for phase, (total, count) in {**PHASE_SUM_COUNT, **TOKEN_SUM_COUNT}.items():
         if {total, count} <= before.keys() & after.keys() and after[count] > before[count]:
             means[phase] = round((after[total] - before[total]) / (after[count] - before[count]), 3)
     return means or None

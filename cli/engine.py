@@ -52,6 +52,11 @@ def engine(
     cpu_concurrency: Annotated[int, typer.Option(help="cpu backend: pages OCRed at once.")] = 1,
     log_dir: Annotated[Path | None, typer.Option(help="Write each engine's output to DIR/NAME.log.")] = None,
     ready_timeout_s: Annotated[float, typer.Option(help="Seconds to wait for /v1/models.")] = 900.0,
+    # vLLM's scheduler and API servers turn CPU into GPU work: where the ocrq stack shares the host's cores, an
+    # upload burst that took them all slowed prefill 1.7x (BENCHMARKS.md, issue 21, session 12).
+    nice: Annotated[int, typer.Option(
+        min=-20, max=19, help="CPU priority of the engines (-20 to 19), ahead of the ocrq stack's 0 on a shared host. "
+        "Below 0 needs root or CAP_SYS_NICE; 0 leaves it.")] = -10,
     dry_run: Annotated[bool, typer.Option(help="Print the commands and exit.")] = False,
 ) -> None:
     """Start the OCR engines for this host, wait until they serve, restart any that dies; stop on SIGTERM."""
@@ -68,6 +73,7 @@ def engine(
         )
         if dry_run:
             return _print(specs)
+        engine_launcher.take_cpu_priority(nice)
         raise typer.Exit(engine_launcher.run(specs, log_dir=log_dir, ready_timeout_s=ready_timeout_s))
     if backend != "vllm":
         raise typer.BadParameter("backend must be vllm or cpu")
@@ -116,6 +122,7 @@ def engine(
     planned = plan(mps_daemon.MpsDaemon(state / "mps") if use_mps else None)  # bad options fail before a daemon starts
     if dry_run:
         return _print(planned)
+    engine_launcher.take_cpu_priority(nice)
     with mps_daemon.serving(mps, lanes=card_lanes, directory=state / "mps") as daemon:
         code = engine_launcher.run(plan(daemon), log_dir=log_dir, ready_timeout_s=ready_timeout_s, mps=daemon)
     raise typer.Exit(code)

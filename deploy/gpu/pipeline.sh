@@ -16,6 +16,8 @@
 #                                                     norms, the decoder's q/k norm and rotary fused or not; the
 #                                                     engines served after it run the fastest that the selfcheck
 #                                                     passed)
+#          feed2                                      (issue 21 #4: the threads layout end to end with the host's
+#                                                     CPU sampled, then with the engine at nice -10, twice)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -322,6 +324,46 @@ step_feed() {  # issue 21 #3, #4 on one machine, the h200 profile's fp8 engine: 
   have 340 && steady feed-fp8 "$url"
   unserve
   have 240 && issue9 steady_engine issue9-fp8 --kv-cache-dtype fp8 --attention-backend FLASH_ATTN
+}
+
+engine_nice() {  # engine_nice N: every thread of the running engine's processes at nice N (the stack stays at 0)
+  python3 - "$launcher" "$1" <<'EOF' | tee -a "$run/progress.txt"
+import os, sys
+root, nice = int(sys.argv[1]), int(sys.argv[2])
+children = {}
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        parent = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        continue
+    children.setdefault(parent, []).append(int(pid))
+todo, threads = [root], 0
+while todo:
+    pid = todo.pop()
+    todo += children.get(pid, [])
+    for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
+        try:  # Linux's nice is a thread's; a thread started later takes its starter's
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+            threads += 1
+        except OSError:
+            pass
+print(f"engine at nice {nice}: {threads} threads")
+EOF
+}
+
+step_feed2() {  # issue 21 #4, what the stack's 5 % is: the threads layout end to end with the host's CPU and the
+  # engine's gauges sampled each second (bench/host_watch.py), then with the engine ahead of the stack for the CPU
+  # (its threads at nice -10), then that again; each against direct on the same engine just before
+  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
+  svc_pid=$!
+  READY_S=480 serve feed2-fp8 --profile h200 --kv-cache-dtype fp8 --nice 0 || return
+  engine_facts feed2-fp8
+  export OCRQ_STACK_GPU_POOL=threads OCRQ_STACK_GPU_WORKERS=8 OCRQ_STACK_GPU_CONCURRENCY=128 OCRQ_STACK_PAIR_SIZE=1
+  stack_e2e feed2-threads 1024
+  have 330 || return 0
+  engine_nice -10
+  stack_e2e feed2-threads-nice 1024
+  have 330 && stack_e2e feed2-threads-nice-2 1024
 }
 
 step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eager then fused, one in-process engine

@@ -344,6 +344,25 @@ def supervise(
         log.info("engines stopped")
 
 
+def take_cpu_priority(nice: int) -> int:
+    """Run this thread, and so every engine and thread it starts later, at `nice` (Linux: a thread's own, inherited
+    by what it starts). Going below the current nice needs root or CAP_SYS_NICE: without, it stays and says so.
+    The nice it runs at."""
+    current = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice == current:
+        return current
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    except PermissionError:
+        log.warning(
+            "engines run at nice %d, not %d: raising CPU priority needs root or CAP_SYS_NICE (in containers, "
+            "give the engine's container a larger cpu_shares)", current, nice,
+        )
+        return current
+    log.info("engines run at nice %d", nice)
+    return nice
+
+
 def run(
     specs: list[EngineSpec], *, log_dir: Path | None = None, ready_timeout_s: float = 900.0, on_ready=None,
     mps: MpsDaemon | None = None,
