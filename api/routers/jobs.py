@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 from fastapi import APIRouter, Request
@@ -19,9 +20,12 @@ from common.jobs import service as jobs
 from common.jobs.schemas import JobAccepted, JobFromSource, JobLinks, JobOptions, JobView, PageError
 from common.jobs.service import Source
 from common.services import Services
+from common.storage import ObjectMissing
 from common.tenancy import idempotency
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
+log = logging.getLogger("ocrq.api")
+
 # Read by create_job itself rather than by FastAPI, so the app adds them to the schema's components.
 BODY_MODELS = (JobFromSource,)
 
@@ -134,7 +138,10 @@ def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: Tenan
         url = svc.storage.presign(key, ttl_s=svc.settings.presign_ttl_s)
         if url:
             return RedirectResponse(url, status_code=303)
-        return Response(svc.storage.read(key), media_type=results.MEDIA_TYPES[fmt], headers=_attachment(job, fmt))
+        try:
+            return Response(svc.storage.read(key), media_type=results.MEDIA_TYPES[fmt], headers=_attachment(job, fmt))
+        except ObjectMissing:  # deleted from the store: built again below, as for a job stored without it
+            log.warning("job %s: its stored %s result is missing; building it again", job.id, fmt)
     if fmt == "pdf":
         body = pdf_results.build_on_demand(svc, session, job=job)
     else:

@@ -122,3 +122,24 @@ def test_large_results_go_to_object_storage_behind_a_presigned_link(tmp_path, pg
         stored = httpx.get(response.headers["location"])
         assert stored.status_code == 200 and "LinnSequencer" in stored.text
         assert f"tenants/tenant-a/jobs/{job_id}/result.txt" in response.headers["location"]
+
+
+def test_a_stored_result_deleted_from_file_storage_is_built_again_from_the_pages(tmp_path, pg_url, redis_url, s3,
+                                                                                 samples):
+    store = tmp_path / "store"
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3,
+                             storage_url=f"file://{store}", inline_result_bytes=100)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--concurrency", "1")
+        client = stack.client(KEY_A)
+        job_id = client.post("/jobs", files={"file": ("linn.png", (samples / "linn.png").read_bytes())}).json()["id"]
+        assert wait_for_job(client, job_id)["status"] == "succeeded"
+        before = {fmt: client.get(f"/jobs/{job_id}/result", params={"format": fmt}) for fmt in ("markdown", "text")}
+        stored = sorted(store.rglob("result.*"))
+        assert {path.suffix for path in stored} >= {".md", ".txt"}
+        for path in stored:
+            path.unlink()
+        for fmt, first in before.items():
+            again = client.get(f"/jobs/{job_id}/result", params={"format": fmt})
+            assert first.status_code == again.status_code == 200
+            assert again.text == first.text and "LinnSequencer" in again.text
