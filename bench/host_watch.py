@@ -106,12 +106,16 @@ class HostWatch:
             self.samples.append(row)
             last_host, last_tokens, last_t = host, tokens, now
 
-    def summary(self, *, full_at: int = 500) -> dict:
-        """Cores busy (mean, p90, seconds with under one core idle), CPU cores used by each kind, and the engine's
-        generated tokens/s while it ran at least `full_at` requests, with when it first got there."""
+    def summary(self, *, full_at: int = 500, fast: float = 0.7) -> dict:
+        """Cores busy (mean, p90, seconds with under one core idle), the cores each kind of process used, when the
+        engine first ran `full_at` requests, and when its generated tokens/s first reached `fast` times the
+        window's fastest second (every page prefilled, decoding alone) with the median rate from then on."""
         cores = os.cpu_count() or 1
         busy = [s["busy_cores"] for s in self.samples if "busy_cores" in s]
-        full = [s for s in self.samples if (s.get("running") or 0) >= full_at and "tok_s" in s]
+        full = next((s["t"] for s in self.samples if (s.get("running") or 0) >= full_at), None)
+        rates = [s for s in self.samples if s.get("tok_s") is not None]
+        floor = fast * max((s["tok_s"] for s in rates), default=0)
+        decoding = [s for s in rates if floor and s["tok_s"] >= floor]
         kinds: dict[str, float] = {}
         for pid, (kind, seconds) in self._processes_end.items():
             before = self._processes.get(pid)
@@ -125,9 +129,9 @@ class HostWatch:
             "busy_cores_p90": round(sorted(busy)[int(0.9 * (len(busy) - 1))], 1) if busy else None,
             "saturated_s": sum(b > cores - 1 for b in busy) * self.every,
             "cores_by_kind": {kind: round(used / self._seconds, 2) for kind, used in top if used > 0},
-            "engine_full_first_s": full[0]["t"] if full else None,
-            "engine_full_s": len(full) * self.every,
-            "engine_full_tok_s_median": statistics.median(s["tok_s"] for s in full) if full else None,
+            "engine_full_first_s": full,
+            "decoding_from_s": decoding[0]["t"] if decoding else None,
+            "decoding_tok_s_median": statistics.median(s["tok_s"] for s in decoding) if decoding else None,
             "timeline": [[s["t"], s.get("running"), s.get("waiting"), s.get("tok_s"), s.get("busy_cores")]
                          for s in self.samples],
         }
