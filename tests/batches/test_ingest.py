@@ -1,7 +1,8 @@
-"""A whole prefix in, results out: about 200 small objects through a real worker, then re-runs that skip.
+"""A whole prefix in, results out: about 120 small objects through a real worker, then re-runs that skip.
 
 OCR is kept cheap: the documents are 120x120 px images of one word (a PDF and a TIFF of two pages among
-them), so the run costs about 170 rapidocr pages, 0.2 s each on an idle 2-core machine.
+them), so the run costs about 80 rapidocr pages, 0.2 s each on an idle 2-core machine. The listing is read
+in pages of 20 keys, so the prefix takes several.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tests.conftest import KEY_A, make_settings
 from tests.support.pdf_checks import page_sizes, poppler_text, qpdf_check
 from tests.support.stack import Stack
 
-PNGS = 150
+PNGS = 60
 OTHER_FORMATS = ("JPEG", "TIFF", "WEBP")
 PDFS = 4
 NOT_DOCUMENTS = 40
@@ -41,7 +42,7 @@ NOT_DOCUMENTS = 40
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, pg_url, redis_url, s3):
     settings = make_settings(home=tmp_path_factory.mktemp("ingest"), pg_url=pg_url, redis_url=redis_url, s3=s3,
-                             batch_list_page_size=50)
+                             batch_list_page_size=20)
     with Stack(settings, logs=tmp_path_factory.mktemp("ingest-logs")) as running:
         running.start_worker()
         yield running
