@@ -272,7 +272,7 @@ def _gemm_fusable_once(transformer) -> bool:
         transformer._ocrq_gemm_fusable = known
         if not known:
             plugin_log().info("ocrq encoder plugin: the encoder's projections are not plain GEMMs; "
-                        "residual adds in the norms")
+                              "residual adds in the norms")
     return known
 
 

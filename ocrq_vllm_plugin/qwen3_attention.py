@@ -21,7 +21,6 @@ _FUSABLE = "_ocrq_qk_norm_rope_fusable"  # on each layer: what qk_norm_rope_fusa
 MODES = ("auto", "on", "off")
 
 
-
 @functools.cache
 def decoder_fusion_mode() -> str:
     """on where the kernel exists and a GPU is here, else off; OCRQ_DECODER_FUSION=off keeps vLLM's three kernels."""
@@ -38,7 +37,7 @@ def decoder_fusion_mode() -> str:
 def _kernel():
     ops = getattr(torch.ops, "_C", None)
     try:
-        return getattr(ops, "fused_qk_norm_rope") if ops is not None else None
+        return ops.fused_qk_norm_rope if ops is not None else None
     except (AttributeError, RuntimeError):
         return None
 
