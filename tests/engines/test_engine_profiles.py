@@ -225,6 +225,29 @@ def test_plan_lanes_sharing_one_copy_of_the_weights(tmp_path):
     assert big_kv == pytest.approx(left, abs=0.05)
 
 
+@pytest.mark.parametrize("count", [2, 4, 8])
+def test_every_gpu_of_the_host_gets_its_lanes_on_its_own_card_and_ports(tmp_path, count):
+    gpus = [{"index": str(i), "memory_gib": 140.0} for i in range(count)]
+    specs = engine_launcher.plan_vllm(
+        profile=get_profile("h200"), model="/m", gpus=gpus, lanes=("bulk", "interactive"), share_weights=True,
+        state_dir=tmp_path, load_format="dummy", port=8100,
+    )
+    assert len(specs) == 2 * count
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in specs] == [str(i // 2) for i in range(2 * count)]
+    assert [s.url for s in specs] == [f"http://127.0.0.1:{8100 + i}" for i in range(2 * count)]
+    assert sorted(int(flag(s.argv, "--port")) for s in specs) == list(range(8100, 8100 + 2 * count))
+    # One holder of the weights per card, the other lane attached to that card's copy and no other.
+    for card in range(count):
+        holder, attached = specs[2 * card], specs[2 * card + 1]
+        assert (holder.role, attached.role) == ("holder", "attached")
+        shared = str(tmp_path / f"gpu{card}")
+        assert holder.env["OCRQ_SHARED_WEIGHTS_DIR"] == attached.env["OCRQ_SHARED_WEIGHTS_DIR"] == shared
+    assert len({s.env["OCRQ_ENGINE_STATE_FILE"] for s in specs}) == 2 * count
+    # Every card alike: the same KV cache for each lane whatever card it is on.
+    for lane in ("bulk", "interactive"):
+        assert len({flag(s.argv, "--kv-cache-memory-bytes") for s in specs if s.env["OCRQ_ENGINE_LANE"] == lane}) == 1
+
+
 def test_sharing_needs_two_engines_and_engines_must_fit():
     gpus = [{"index": "0", "memory_gib": 16.0}]
     with pytest.raises(ValueError, match="two engines"):

@@ -214,3 +214,45 @@ def test_base_url():
 def test_needs_an_url():
     with pytest.raises(ValueError):
         VllmEngine(urls=[], model="m")
+
+
+class _RefusingEngine:
+    """An engine URL whose host takes each connection and closes it at once, counting them: a dead vLLM whose
+    port still answers (its API server gone, the socket half-open) looks the same to the client."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.connections = 0
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:
+                return
+            self.connections += 1
+            connection.close()
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+def test_pages_spread_over_the_live_engines_while_one_is_dead(server):
+    dead = _RefusingEngine()
+    port = server.url.rsplit(":", 1)[1]
+    live = [server.url, f"http://localhost:{port}"]
+    try:
+        with make_engine(server, urls=[live[0], dead.url, live[1]], max_in_flight=1, retries=2, down_s=600) as engine:
+            results = engine.read([render_page(INVOICE) for _ in range(6)])
+    finally:
+        dead.close()
+    assert all(isinstance(r, PageText) and "4711" in r.text for r in results), results
+    used = [r.details["url"] for r in results]
+    assert set(used) == {base_url(u) for u in live}
+    # Passed over after its first refusal: one connection, not one for every third page.
+    assert dead.connections == 1

@@ -94,6 +94,7 @@ class VllmEngine:
         image_format: str = "png",
         guard_repetition: bool = True,
         extra_body: dict | None = None,
+        down_s: float = 10.0,
     ) -> None:
         if not urls:
             raise ValueError("VllmEngine needs at least one engine URL (OCRQ_ENGINE_URLS)")
@@ -119,6 +120,10 @@ class VllmEngine:
         self._slots = threading.BoundedSemaphore(max_in_flight)
         self._pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="vllm-engine")
         self._turn = itertools.count()
+        # An engine that refused a connection is passed over for a while, so one dead engine among several
+        # costs its share of pages one failed connect, not a back-off on every turn that lands on it.
+        self.down_s = down_s
+        self._down_until: dict[str, float] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> VllmEngine:
@@ -256,8 +261,13 @@ class VllmEngine:
         try:
             for attempt in retrying:
                 with attempt, self._slots:
-                    url = self.urls[next(self._turn) % len(self.urls)]
-                    response = self._client.post(f"{url}/v1/chat/completions", json=payload)
+                    url = self._next_url()
+                    try:
+                        response = self._client.post(f"{url}/v1/chat/completions", json=payload)
+                    except httpx.TransportError as exc:
+                        if _is_connection_error(exc):
+                            self._down_until[url] = time.monotonic() + self.down_s
+                        raise
         except httpx.TimeoutException as exc:
             raise EngineOverloaded(f"timed out waiting for {url}: {exc!r}", kind="timeout") from exc
         except httpx.TransportError as exc:
@@ -265,8 +275,22 @@ class VllmEngine:
                 f"engine unreachable after {self.retries + 1} attempts, last {url}: {exc!r}", kind="unavailable"
             ) from exc
         if response.status_code != 200:
-            raise classify_failure(status=response.status_code, body=response.text, url=url)
+            failure = classify_failure(status=response.status_code, body=response.text, url=url)
+            if isinstance(failure, EngineOverloaded) and failure.kind == "unavailable":
+                self._down_until[url] = time.monotonic() + self.down_s
+            raise failure
         return _parse_completion(response, url=url)
+
+    def _next_url(self) -> str:
+        """The next engine in turn that is not passed over; the next in turn when every one is."""
+        now = time.monotonic()
+        first = None
+        for _ in self.urls:
+            url = self.urls[next(self._turn) % len(self.urls)]
+            first = first or url
+            if self._down_until.get(url, 0.0) <= now:
+                return url
+        return first
 
 
 def _parse_completion(response: httpx.Response, *, url: str) -> _Completion:
