@@ -7,6 +7,7 @@ inside vLLM and imports nothing of the service (ocrq_vllm_plugin/env.py).
 from __future__ import annotations
 
 import ipaddress
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -43,6 +44,21 @@ class S3SourceProfile(BaseModel):
         if self.use_service_credentials and (self.endpoint_url or self.access_key_id or self.secret_access_key):
             raise ValueError("use_service_credentials takes no endpoint_url or keys of its own")
         return self
+
+
+_PORT_RANGE = re.compile(r"^(?P<head>[a-z][a-z0-9+.-]*://[^/]*:)(?P<first>\d{1,5})-(?P<last>\d{1,5})(?P<tail>/.*)?$",
+                         re.IGNORECASE)
+
+
+def expand_port_range(url: str) -> list[str]:
+    """`http://engine:8100-8103` as the four URLs of one host's engines (`ocrq engine` numbers them from its port)."""
+    match = _PORT_RANGE.match(url)
+    if not match:
+        return [url]
+    first, last = int(match["first"]), int(match["last"])
+    if not 0 < first <= last <= 65535 or last - first >= 256:
+        raise ValueError(f"bad port range in {url!r}: first-last, at most 256 ports")
+    return [f"{match['head']}{port}{match['tail'] or ''}" for port in range(first, last + 1)]
 
 
 class Settings(BaseSettings):
@@ -190,6 +206,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("engine_urls", "engine_interactive_urls")
+    @classmethod
+    def _expand_port_ranges(cls, value: list[str]) -> list[str]:
+        return [url for item in value for url in expand_port_range(item)]
 
     @field_validator("net_allowlist")
     @classmethod

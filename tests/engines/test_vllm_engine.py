@@ -159,6 +159,19 @@ def test_settings_read_the_engine_extras_and_the_interactive_engines_from_the_en
         Settings(_env_file=None)
 
 
+def test_a_port_range_names_every_engine_of_a_multi_gpu_host(monkeypatch):
+    monkeypatch.setenv("OCRQ_ENGINE_URLS", "http://engine:8100-8103,http://other:9000/v1")
+    assert Settings(_env_file=None).engine_urls == [
+        "http://engine:8100", "http://engine:8101", "http://engine:8102", "http://engine:8103", "http://other:9000/v1",
+    ]
+    monkeypatch.setenv("OCRQ_ENGINE_INTERACTIVE_URLS", "http://engine:8104-8105/v1")
+    assert Settings(_env_file=None).engine_interactive_urls == ["http://engine:8104/v1", "http://engine:8105/v1"]
+    for bad in ("http://engine:8103-8100", "http://engine:1000-9000"):
+        monkeypatch.setenv("OCRQ_ENGINE_URLS", bad)
+        with pytest.raises(ValueError, match="port range"):
+            Settings(_env_file=None)
+
+
 def test_from_settings_sends_the_extra_body_and_can_let_a_forced_length_through(server):
     settings = Settings(_env_file=None, engine="vllm", engine_urls=[server.url], engine_model=server.model,
                         engine_extra_body={"ignore_eos": True}, engine_guard_repetition=False)
