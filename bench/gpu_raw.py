@@ -73,7 +73,8 @@ def page_sizes(*, pages: int, mixed: bool, seed: int = 0) -> list[tuple[int, int
 
 
 def payload(
-    *, model: str, url: str, tokens: int, temperature: float = 0.2, top_p: float = 0.9, force: bool = True
+    *, model: str, url: str, tokens: int, temperature: float = 0.2, top_p: float = 0.9, force: bool = True,
+    logprobs: bool = False,
 ) -> dict:
     body = {
         "model": model,
@@ -84,6 +85,8 @@ def payload(
     }
     if force:
         body["ignore_eos"] = True
+    if logprobs:
+        body["logprobs"] = True  # the sampled token's own log-probability, no alternatives (top_logprobs 0)
     return body
 
 
@@ -127,12 +130,15 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict, gate: asyncio.S
         seconds = time.perf_counter() - started
         if response.status_code != 200:
             return {"status": response.status_code, "error": response.text[:300], "seconds": seconds}
-        usage = response.json().get("usage") or {}
+        answer = response.json()
+        usage = answer.get("usage") or {}
+        logprobs = ((answer.get("choices") or [{}])[0].get("logprobs") or {}).get("content") or []
         return {
             "status": 200,
             "seconds": seconds,
             "prompt_tokens": usage.get("prompt_tokens", 0),
             "completion_tokens": usage.get("completion_tokens", 0),
+            "logprob_tokens": len(logprobs),
         }
 
 
@@ -168,7 +174,7 @@ async def run_http(args: argparse.Namespace) -> dict:
     bodies = [
         payload(
             model=args.model, url=urls[(s, i % VARIANTS)], tokens=args.tokens,
-            temperature=args.temperature, top_p=args.top_p,
+            temperature=args.temperature, top_p=args.top_p, logprobs=args.logprobs,
         )
         for i, s in enumerate(sizes)
     ]
@@ -229,6 +235,8 @@ def summarize(mode: str, args: argparse.Namespace, results: list[dict], wall: fl
         "generated_tok_per_s": round(generated / wall, 1),
         "mean_prompt_tokens": round(statistics.mean(r.get("prompt_tokens", 0) for r in ok), 1) if ok else 0,
         "mean_completion_tokens": round(generated / len(ok), 1) if ok else 0,
+        "logprobs": getattr(args, "logprobs", False),
+        "mean_logprob_tokens": round(statistics.mean(r.get("logprob_tokens", 0) for r in ok), 1) if ok else 0,
         "latency_p50_s": round(latencies[len(latencies) // 2], 2),
         "latency_max_s": round(latencies[-1], 2),
         "tokens_forced": args.tokens,
@@ -348,6 +356,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, default=0.2, help="http mode (LightOn's default 0.2)")
     parser.add_argument("--top-p", type=float, default=0.9, help="http mode (LightOn's default 0.9)")
     parser.add_argument("--mixed", action="store_true", help="page sizes from business card to A4")
+    parser.add_argument("--logprobs", action="store_true", help="http mode: ask for each sampled token's logprob")
     parser.add_argument("--gpu-memory", action="store_true", help="sample peak GPU memory with nvidia-smi")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--profile-at", type=float, help="http mode: start vLLM's profiler this many s in")

@@ -366,6 +366,17 @@ step_feed2() {  # issue 21 #4, what the stack's 5 % is: the threads layout end t
   have 330 && stack_e2e feed2-threads-nice-2 1024
 }
 
+step_logprobs() {  # issue 32: steady pages/s with and without each sampled token's logprob, alternated on one engine
+  READY_S=480 serve logprobs-fp8 --profile h200 --kv-cache-dtype fp8 || return
+  engine_facts logprobs-fp8
+  local i
+  for i in 1 2; do
+    have 100 && steady "lp-off-$i" "$url"
+    have 100 && bench 200 http "lp-on-$i-steady" --url "$url" --pages 768 --concurrency 256 --tokens 1000 --logprobs
+  done
+  unserve
+}
+
 step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eager then fused, one in-process engine
   say "encoder + prefill profile, fused and not (bench/gpu_prefill_profile.py ${PREFILL_MODES:-fused/norm,fused/off})"
   VLLM_ENABLE_V1_MULTIPROCESSING=0 timeout 300 python3 bench/gpu_prefill_profile.py --model "$model_dir" --pages 60 \
