@@ -57,11 +57,12 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
 def _keep_alive(app, settings: Settings) -> None:
     """Name this worker's lease (its children inherit it) and beat from the main process while it runs."""
     app.ocrq_worker = liveness.new_worker_name()
+    held = liveness.HeldRequests().connect()  # from the first message on, before the heartbeat starts
     beating: list[liveness.Heartbeat] = []
 
     def _start(sender=None, **_kwargs) -> None:
         holder = f"{getattr(sender, 'hostname', 'worker')} pid {os.getpid()}"
-        beating.append(liveness.Heartbeat(app, settings, name=app.ocrq_worker, holder=holder).start())
+        beating.append(liveness.Heartbeat(app, settings, name=app.ocrq_worker, holder=holder, held=held).start())
 
     def _stop(**_kwargs) -> None:
         for heartbeat in beating:

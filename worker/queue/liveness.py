@@ -1,11 +1,13 @@
 """Liveness, not timeouts, decides when a worker's work is abandoned.
 
-Every worker keeps a lease row "worker:<instance>" alive with a heartbeat that lists the pages it has
-received, running or prefetched. A page claim records the claimer's lease. When a lease lapses
-(heartbeat_lapse_s), the sweeper deletes it with a compare-and-set, so exactly one sweeper puts its pages
-back on their queues, whatever the broker's visibility timeout. A running page whose claimer is alive is
-never claimed by a second worker (job_states.claimable); if that claimer no longer holds it (its pool child
-died, or a hard time limit killed it), the sweeper queues it again. The same table elects the one scheduler that runs the sweepers.
+Every worker keeps a lease row "worker:<instance>" alive with a heartbeat that lists the pages of every message
+it holds unacked: running, prefetched, waiting out a countdown (deferred by the tenant cap, an outage retry) or
+gathered into a GPU batch. A page claim records the claimer's lease. When a lease lapses (heartbeat_lapse_s), the
+sweeper deletes it with a compare-and-set, so exactly one sweeper puts its pages back on their queues, whatever the
+broker's visibility timeout, and drops the dead worker's copies from the broker's unacked hash. A running page
+whose claimer is alive is never claimed by a second worker (job_states.claimable); if that claimer no longer holds
+it (its pool child died, or a hard time limit killed it), the sweeper queues it again. The same table elects the
+one scheduler that runs the sweepers.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections import defaultdict
 from datetime import timedelta
+from typing import Any
 
-from celery import beat
+import redis
+from celery import beat, signals
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
@@ -24,7 +29,7 @@ from common.db import Database
 from common.jobs.models import Job, Page
 from common.jobs.states import PAGE_ACTIVE
 from common.orm import new_id, utcnow
-from common.queue import names
+from common.queue import depth, names
 from common.queue.leases import Lease
 from common.settings import Settings
 from common.sql import insert_ignoring_conflicts
@@ -49,11 +54,44 @@ def renew(session: Session, *, name: str, holder: str, lapse_s: float, pages: li
     return session.execute(update(Lease).where(Lease.name == name, mine).values(**values)).rowcount == 1
 
 
-def held_pages(app) -> list[str]:
-    """Page ids of the messages this worker process has received and not finished (prefetched or running)."""
+class HeldRequests:
+    """Every task request this worker process took whose message it has not acked yet.
+
+    Celery's reserved requests miss a message that waits out an ETA or countdown (a page deferred by the tenant
+    cap, an outage retry): its timer holds those until they are due, unacked all the while. The task_received
+    signal sees every message, before Celery (or celery-batches) decides when to run it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: dict[int, Any] = {}
+
+    def connect(self) -> HeldRequests:
+        signals.task_received.connect(self._received, weak=False)
+        return self
+
+    def _received(self, request=None, **_kwargs) -> None:
+        with self._lock:
+            self._requests[id(request)] = request
+
+    def unacked(self) -> list:
+        """The requests still held, forgetting those acked, rejected or requeued, or whose channel closed."""
+        with self._lock:
+            self._requests = {key: request for key, request in self._requests.items() if _unacked(request)}
+            return list(self._requests.values())
+
+
+def _unacked(request) -> bool:
+    message = request.message
+    return not (request.acknowledged or message.acknowledged or getattr(message.channel, "closed", False))
+
+
+def held_pages(app, held: HeldRequests | None = None) -> list[str]:
+    """Page ids of the messages this worker process holds unacked: prefetched, running, waiting for an ETA or
+    countdown, or gathered into a GPU batch."""
     from celery.worker import state
 
-    requests = list(state.reserved_requests)
+    requests = list(state.reserved_requests) + (held.unacked() if held else [])
     # GPU batching tasks keep their messages to themselves, from arrival until their batch returns.
     for task in list(app.tasks.values()):
         if task.name.startswith(names.GPU_TASK_PREFIX) and hasattr(task, "held"):
@@ -68,8 +106,8 @@ def held_pages(app) -> list[str]:
 class Heartbeat:
     """The thread that keeps a worker's lease alive; stop() removes the lease on a clean shutdown."""
 
-    def __init__(self, app, settings: Settings, *, name: str, holder: str) -> None:
-        self.app, self.settings, self.name, self.holder = app, settings, name, holder
+    def __init__(self, app, settings: Settings, *, name: str, holder: str, held: HeldRequests | None = None) -> None:
+        self.app, self.settings, self.name, self.holder, self.held = app, settings, name, holder, held
         self.db = Database(settings.resolved_database_url)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ocrq-heartbeat", daemon=True)
@@ -81,7 +119,7 @@ class Heartbeat:
     def beat(self) -> None:
         with self.db.session() as session:
             renew(session, name=self.name, holder=self.holder, lapse_s=self.settings.heartbeat_lapse_s,
-                  pages=held_pages(self.app), steal_lapsed=False)
+                  pages=held_pages(self.app, self.held), steal_lapsed=False)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -101,9 +139,16 @@ class Heartbeat:
             self.db.dispose()
 
 
+def live_held_pages(session: Session) -> set[str]:
+    """The pages that workers whose lease is alive say they hold."""
+    leases = session.scalars(select(Lease.pages).where(Lease.name.startswith(WORKER_PREFIX),
+                                                       Lease.expires_at >= utcnow()))
+    return {str(page_id) for pages in leases for page_id in (pages or [])}
+
+
 def recover_lapsed(ctx) -> int:
     """Put back the pages of workers whose heartbeat lapsed, once per lapsed lease; returns how many pages."""
-    now = utcnow()
+    now, taken_before = utcnow(), time.time()
     with ctx.db.session() as session:
         lapsed = session.execute(select(Lease.name, Lease.expires_at, Lease.pages).where(
             Lease.name.startswith(WORKER_PREFIX), Lease.expires_at < now)).all()
@@ -113,6 +158,12 @@ def recover_lapsed(ctx) -> int:
             if not session.execute(delete(Lease).where(Lease.name == name, Lease.expires_at == expires_at)).rowcount:
                 continue  # another sweeper took it
             ids = _take_back(session, owner=name, page_ids=list(pages or []))
+        # The dead worker's copies stay in the broker's unacked hash until the visibility timeout: drop them first,
+        # so the only copy of each page is the one published now.
+        try:
+            depth.drop_held_pages(ctx.settings, page_ids=ids, taken_before=taken_before)
+        except redis.RedisError:  # they come back at the visibility timeout, and find their pages done
+            log.warning("a dead worker's unacked messages not dropped", exc_info=True)
         recovered += _publish(ctx, ids)
         log.warning("worker heartbeat lapsed; its pages are queued again", extra={"worker": name, "pages": len(ids)})
     with ctx.db.session() as session:  # pages whose live claimer no longer holds them (its pool child died)
