@@ -19,7 +19,6 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
                gpu: bool = False, lane: str = "all") -> None:
     # Importing each package's tasks registers them.
     import worker.batches.tasks  # noqa: F401
-    import worker.queue.tasks  # noqa: F401
     import worker.webhooks.tasks  # noqa: F401
     from worker import metrics
     from worker.jobs import tasks as job_tasks

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import json
+import socket
 import uuid
+from contextlib import contextmanager
 
 import pytest
-from PIL import Image, ImageDraw, ImageFont
 from sqlalchemy import select
 
 from common.jobs.models import Page
@@ -25,20 +25,8 @@ from common.queue.names import (
 from common.webhooks.models import WebhookDelivery
 from tests.batches.support import word_image
 from tests.conftest import KEY_A, make_settings
-from tests.documents.hostile import FONT_LATIN
 from tests.support import webhook_receiver
 from tests.support.stack import Stack, beat_period, task_results, wait_for_job, wait_for_task_runs, wait_until
-
-
-def dense_page(word: str, lines: int = 20) -> bytes:
-    image = Image.new("RGB", (900, 1200), "white")
-    draw, font = ImageDraw.Draw(image), ImageFont.truetype(FONT_LATIN, 20)
-    for n in range(lines):
-        draw.text((20, 20 + n * 29), f"{word} line {n} of a page the engine reads for a while", font=font, fill="black")
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")
-    return buffer.getvalue()
-
 
 TIMERS = {"stale_requeue_after_s": 3, "sweep_interval_s": 2, "webhook_retry_schedule_s": [0, 0.5, 1]}
 
@@ -98,11 +86,9 @@ def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_m
     # Its own database: the workers run the sweepers, which would otherwise pick up other tests' leftovers.
     settings = make_settings(home=tmp_path_factory.mktemp("hb-home"), pg_url=own_pg_url, redis_url=redis_url, s3=s3,
                              heartbeat_interval_s=1, heartbeat_lapse_s=6, visibility_timeout_s=900, **TIMERS)
-    with Stack(settings, logs=tmp_path_factory.mktemp("hb-logs")) as stack:
+    with Stack(settings, logs=tmp_path_factory.mktemp("hb-logs")) as stack, black_hole() as store:
         client, db = stack.client(KEY_A), stack.services.db
-        # Pages of 20 lines take the engine a few seconds each, so the doomed worker holds its four long enough to
-        # be seen; six jobs, so what the survivor reads after the kill (its own and the four) fits in the minute.
-        jobs = [client.post("/jobs", files={"file": (f"hb{n}.png", dense_page(f"beat{n}"))},
+        jobs = [client.post("/jobs", files={"file": (f"hb{n}.png", word_image(f"beat{n}"))},
                             data={"output": "text"}).json()["id"] for n in range(6)]
         # All six pages queued before the doomed worker starts, so it takes four at once: were the jobs split while
         # it read, it would hold one page at a time (seen on a loaded machine).
@@ -110,8 +96,10 @@ def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_m
         wait_until(lambda: depths_of(settings, [page_queue("bulk")])[page_queue("bulk")] == len(jobs), timeout=60,
                    what="the six pages queued")
         splitter.stop()
-        # Both run the schedule; the doomed one holds 4 messages (1 running, 3 prefetched), the survivor 1.
-        doomed = stack.start_worker("--beat", extra_env={"OCRQ_WORKER_PREFETCH_MULTIPLIER": "4"})
+        # Both run the schedule; the doomed one holds 4 messages (1 running, 3 prefetched), the survivor the rest.
+        # The doomed one's storage never answers, so its running page stays running, however fast the machine.
+        doomed = stack.start_worker("--beat", extra_env={"OCRQ_WORKER_PREFETCH_MULTIPLIER": "4",
+                                                         "OCRQ_S3_ENDPOINT_URL": store})
         stack.start_worker("--beat")
 
         def doomed_holds() -> tuple[Lease, set[str]] | None:
@@ -134,3 +122,10 @@ def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_m
         assert (pages[page_id].started_at - killed_at).total_seconds() <= 60, page_id
     # Every read is a claim: the running page was read once more, every other page once.
     assert {p.id: p.attempts for p in pages.values()} == {p: 2 if p in running else 1 for p in pages}
+
+
+@contextmanager
+def black_hole():
+    """An S3 endpoint URL on loopback that takes connections and never answers them."""
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as server:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"

@@ -33,6 +33,7 @@ from common.queue import depth, names
 from common.queue.leases import Lease
 from common.settings import Settings
 from common.sql import insert_ignoring_conflicts
+from worker.context import WorkerContext, context_of
 from worker.jobs import routing
 
 log = logging.getLogger("ocrq.liveness")
@@ -146,7 +147,7 @@ def live_held_pages(session: Session) -> set[str]:
     return {str(page_id) for pages in leases for page_id in (pages or [])}
 
 
-def recover_lapsed(ctx) -> int:
+def recover_lapsed(ctx: WorkerContext) -> int:
     """Put back the pages of workers whose heartbeat lapsed, once per lapsed lease; returns how many pages."""
     now, taken_before = utcnow(), time.time()
     with ctx.db.session() as session:
@@ -209,16 +210,30 @@ def _publish(ctx, page_ids: list[str]) -> int:
 
 
 class ElectedScheduler(beat.Scheduler):
-    """Celery beat that sends only while it holds the scheduler lease: every worker may run it, one does."""
+    """Celery beat that sends only while it holds the scheduler lease: every worker may run it, one does.
+
+    The leader also takes back the pages of lapsed workers itself, every heartbeat interval, rather than through a
+    task: a task would wait on the control queue behind the page each pool process is reading.
+    """
 
     def setup_schedule(self) -> None:
         super().setup_schedule()
         settings: Settings = self.app.ocrq_settings
         self._settings, self._db = settings, Database(settings.resolved_database_url)
         self._me, self._leading, self._lease = new_id(), False, scheduler_lease(settings)
+        self._recovered_at = 0.0
+
+    def _recover(self) -> None:
+        if time.monotonic() - self._recovered_at < self._settings.heartbeat_interval_s:
+            return
+        self._recovered_at = time.monotonic()
+        try:
+            recover_lapsed(context_of(self.app))
+        except Exception:  # the database or the broker is away: the next tick tries again
+            log.warning("lapsed workers' pages not taken back", exc_info=True)
 
     def tick(self, *args, **kwargs) -> float:
-        renew_s = self._settings.heartbeat_lapse_s / 3
+        renew_s = min(self._settings.heartbeat_lapse_s / 3, self._settings.heartbeat_interval_s)
         try:
             with self._db.session() as session:
                 leading = renew(session, name=self._lease, holder=self._me, lapse_s=self._settings.heartbeat_lapse_s)
@@ -230,6 +245,7 @@ class ElectedScheduler(beat.Scheduler):
             self._leading = leading
         if not leading:
             return renew_s
+        self._recover()
         return min(super().tick(*args, **kwargs), renew_s)
 
     def close(self) -> None:
