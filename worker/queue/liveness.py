@@ -228,7 +228,8 @@ class ElectedScheduler(beat.Scheduler):
             return
         self._recovered_at = time.monotonic()
         try:
-            recover_lapsed(context_of(self.app))
+            if recovered := recover_lapsed(context_of(self.app)):
+                log.warning("%d pages of lost workers queued again", recovered)
         except Exception:  # the database or the broker is away: the next tick tries again
             log.warning("lapsed workers' pages not taken back", exc_info=True)
 
