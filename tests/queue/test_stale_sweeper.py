@@ -6,16 +6,20 @@ from __future__ import annotations
 import time
 
 import redis
+from sqlalchemy import select
 
 from common.jobs import states
+from common.jobs.models import Page
+from common.queue import publish as dispatch
 from common.queue.app import create_celery
 from common.queue.depth import depths_of
 from common.queue.names import CONTROL_QUEUE, PREPARE_BULK_QUEUE, page_queue
 from tests.batches.support import word_image
 from tests.conftest import KEY_A, make_settings
-from tests.support.stack import Stack, wait_for_job
+from tests.support.stack import Stack, wait_for_job, wait_until
 from worker.context import WorkerContext
 from worker.jobs import stale
+from worker.queue import liveness
 
 
 def _lose_everything(settings) -> int:
@@ -103,6 +107,36 @@ def test_pages_a_worker_holds_unacked_are_not_republished(tmp_path, own_pg_url, 
             job = wait_for_job(client, job_id, timeout=120)
         assert job["status"] == "succeeded", job
         assert len(engine.requests()) == 1
+
+
+def test_a_page_held_by_a_dead_worker_is_republished_once_no_live_lease_names_it(tmp_path, own_pg_url, redis_url,
+                                                                                  s3):
+    """A message a killed worker held for later (a countdown) stays in Redis's unacked hash until the visibility
+    timeout. While its holder lives the sweeper leaves it; once no live lease names it, the sweeper publishes the page
+    again, whatever else waits in the queue, and drops the stale copy. No worker runs the lapsed-lease recovery here."""
+    settings = make_settings(home=tmp_path / "home", pg_url=own_pg_url, redis_url=redis_url, s3=s3,
+                             stale_requeue_after_s=1, heartbeat_interval_s=0.5, heartbeat_lapse_s=2,
+                             visibility_timeout_s=900)
+    ctx = WorkerContext(app=create_celery(settings), settings=settings)
+    with Stack(settings, logs=tmp_path) as stack:
+        client = stack.client(KEY_A)
+        job_id = client.post("/jobs", files={"file": ("w.png", word_image("held9"))}).json()["id"]
+        _lose_everything(settings)  # its prepare message: the page goes out below, with a countdown
+        with stack.services.db.session() as session:
+            assert states.start_job(session, job_id=job_id)
+            page_id = session.scalar(select(Page.id).where(Page.job_id == job_id))
+        dispatch.publish_pages(ctx.app, page_ids=[page_id], lane="bulk", countdown=600)
+        doomed = stack.start_worker()
+        with stack.services.db.session() as session:
+            wait_until(lambda: page_id in liveness.live_held_pages(session), timeout=30, what="the page in a lease")
+        assert stale.requeue_stale(ctx)["pages"] == 0  # held by a live worker
+        doomed.kill()
+        # Another message waits in the page queue: the held page's is not among them, so it goes out all the same.
+        dispatch.publish_pages(ctx.app, page_ids=["not-a-page"], lane="bulk")
+        wait_until(lambda: stale.requeue_stale(ctx)["pages"] == 1, timeout=30, what="the held page republished")
+        assert depths_of(settings, [page_queue("bulk")]) == {page_queue("bulk"): 2}
+        assert not any(args[:1] == [page_id] for args in _held(settings))
+    ctx.close()
 
 
 def _held(settings) -> list[list]:
