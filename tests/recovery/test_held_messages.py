@@ -11,9 +11,11 @@ from sqlalchemy import select
 
 from common.jobs.models import Page
 from common.orm import utcnow
+from common.queue.leases import Lease
 from tests.batches.support import word_image
 from tests.conftest import KEY_A, make_settings
 from tests.support.stack import Stack, wait_for_job, wait_until
+from worker.queue.liveness import SCHEDULER
 
 # A visibility timeout far past the test: only the worker's lease can bring its messages back in time.
 TIMERS = {"heartbeat_interval_s": 0.5, "heartbeat_lapse_s": 4, "visibility_timeout_s": 900,
@@ -54,6 +56,9 @@ def kill_and_restart(stack, doomed, *, job_ids: list[str], page_id: str) -> floa
     client = stack.client(KEY_A)
     wait_until(lambda: held_for_later(stack.settings, page_id), timeout=60, what="the page held for later")
     stack.start_worker("--beat", "--concurrency", "2")  # the survivor: its queues are empty until the kill
+    with stack.services.db.session() as session:  # a survivor that runs the schedule already, as a deployed one does
+        wait_until(lambda: session.scalar(select(Lease.name).where(Lease.name.startswith(SCHEDULER))), timeout=60,
+                   what="the survivor leading the schedule")
     assert held_for_later(stack.settings, page_id), "the doomed worker let go of the page before the kill"
     killed_at = utcnow()
     doomed.kill()

@@ -89,18 +89,19 @@ def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_m
     with Stack(settings, logs=tmp_path_factory.mktemp("hb-logs")) as stack, black_hole() as store:
         client, db = stack.client(KEY_A), stack.services.db
         jobs = [client.post("/jobs", files={"file": (f"hb{n}.png", word_image(f"beat{n}"))},
-                            data={"output": "text"}).json()["id"] for n in range(6)]
-        # All six pages queued before the doomed worker starts, so it takes four at once: were the jobs split while
+                            data={"output": "text"}).json()["id"] for n in range(5)]
+        # All five pages queued before the doomed worker starts, so it takes four at once: were the jobs split while
         # it read, it would hold one page at a time (seen on a loaded machine).
         splitter = stack.start_worker("--queues", f"{CONTROL_QUEUE},{PREPARE_BULK_QUEUE}")
         wait_until(lambda: depths_of(settings, [page_queue("bulk")])[page_queue("bulk")] == len(jobs), timeout=60,
-                   what="the six pages queued")
+                   what="the five pages queued")
         splitter.stop()
-        # Both run the schedule; the doomed one holds 4 messages (1 running, 3 prefetched), the survivor the rest.
-        # The doomed one's storage never answers, so its running page stays running, however fast the machine.
+        # Both run the schedule; the doomed one holds 4 messages (1 running, 3 prefetched), the survivor the fifth.
+        # The doomed one's storage never answers, so its running page stays running, however fast the machine. The
+        # survivor's two processes take two of the four at once, so the last starts one read after the others.
         doomed = stack.start_worker("--beat", extra_env={"OCRQ_WORKER_PREFETCH_MULTIPLIER": "4",
                                                          "OCRQ_S3_ENDPOINT_URL": store})
-        stack.start_worker("--beat")
+        stack.start_worker("--beat", "--concurrency", "2")
 
         def doomed_holds() -> tuple[Lease, set[str]] | None:
             with db.session() as session:
