@@ -2,12 +2,12 @@
 
 Every worker keeps a lease row "worker:<instance>" alive with a heartbeat that lists the pages of every message
 it holds unacked: running, prefetched, waiting out a countdown (deferred by the tenant cap, an outage retry) or
-gathered into a GPU batch. A page claim records the claimer's lease. When a lease lapses (heartbeat_lapse_s), the
-sweeper deletes it with a compare-and-set, so exactly one sweeper puts its pages back on their queues, whatever the
-broker's visibility timeout, and drops the dead worker's copies from the broker's unacked hash. A running page
-whose claimer is alive is never claimed by a second worker (job_states.claimable); if that claimer no longer holds
-it (its pool child died, or a hard time limit killed it), the sweeper queues it again. The same table elects the
-one scheduler that runs the sweepers.
+gathered into a GPU batch. A page claim records the claimer's lease. The same table elects the one scheduler that
+runs the sweepers; when a worker's lease lapses (heartbeat_lapse_s), that scheduler deletes it with a
+compare-and-set, so its pages go back on their queues exactly once, whatever the broker's visibility timeout, and
+drops the dead worker's copies from the broker's unacked hash. A running page whose claimer is alive is never
+claimed by a second worker (job_states.claimable); if that claimer no longer holds it (its pool child died, or a
+hard time limit killed it), the scheduler queues it again.
 """
 
 from __future__ import annotations
