@@ -2,7 +2,7 @@
 and every server is restarted; then count, in Postgres, what was lost and what was written twice.
 
 Usage: .venv/bin/python -m bench.soak [--jobs 150] [--multipage 6] [--kills 54] [--workers 3] [--concurrency 1]
-                                      [--tenant-cap 0] [--window 420] [--out soak.json]
+                                      [--tenant-cap 0] [--tenant-defer 2] [--window 420] [--out soak.json]
 
 What it starts (all private, on free loopback ports, removed at the end): a Postgres, a Redis (no snapshots
 of its own), SeaweedFS `weed mini`, the API in-process (the real app through TestClient), a webhook receiver,
@@ -275,6 +275,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3, help="worker processes kept running")
     parser.add_argument("--concurrency", type=int, default=1, help="pool processes of each worker")
     parser.add_argument("--tenant-cap", type=int, default=0, help="OCRQ_TENANT_MAX_RUNNING_PAGES (0: no cap)")
+    parser.add_argument("--tenant-defer", type=float, default=2.0,
+                        help="OCRQ_TENANT_DEFER_S: how long a capped page waits, held by a worker, before a new try")
     parser.add_argument("--window", type=float, default=420.0, help="seconds over which jobs and faults are spread")
     parser.add_argument("--drain-timeout", type=float, default=600.0, help="seconds to wait after the last fault")
     parser.add_argument("--page-retries", type=int, default=6,
@@ -294,7 +296,8 @@ def main() -> None:
                           s3_source_profiles={"service": S3SourceProfile(tenants=["*"], read=["*"], write=["*"],
                                                                          use_service_credentials=True)},
                           log_format="json", page_retries=args.page_retries,
-                          tenant_max_running_pages=args.tenant_cap, **TIMERS) as services:
+                          tenant_max_running_pages=args.tenant_cap, tenant_defer_s=args.tenant_defer,
+                          **TIMERS) as services:
         result = run(args, rng, services.settings, plans, pg=services.pg, rd=services.redis, s3=services.s3,
                      logs=logs)
     result |= {"command": " ".join(["python -m bench.soak", *sys.argv[1:]]), "work_dir": str(work)}
@@ -435,6 +438,7 @@ def run(args, rng, settings: Settings, plans: list[dict], *, pg, rd, s3, logs: P
                     "load_avg_during": {"max": max(v for _, v in loads), "median": statistics.median(v for _, v in loads)},
                     "load_samples": loads[::5]},
         "settings": {"workers": args.workers, "concurrency": args.concurrency, "tenant_cap": args.tenant_cap,
+                     "tenant_defer_s": args.tenant_defer,
                      "page_retries": args.page_retries, "heartbeat_interval_s": settings.heartbeat_interval_s,
                      "heartbeat_lapse_s": settings.heartbeat_lapse_s, **TIMERS, "window_s": args.window,
                      "seed": args.seed},
