@@ -139,6 +139,19 @@ def test_a_page_held_by_a_dead_worker_is_republished_once_no_live_lease_names_it
     ctx.close()
 
 
+def test_pages_sent_again_are_read_before_the_backlog(tmp_path, pg_url, redis_url, s3):
+    """A page a dead worker held had waited through its queue once: sent again, it goes ahead of what waits."""
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3)
+    app = create_celery(settings)
+    dispatch.publish_pages(app, page_ids=["waiting-1", "waiting-2"], lane="bulk")
+    dispatch.publish_pages(app, page_ids=["sent-again"], lane="bulk", ahead=True)
+    with app.connection_for_read() as connection:
+        queue = connection.SimpleQueue(page_queue("bulk"), no_ack=True)
+        order = [queue.get(timeout=5).headers["argsrepr"] for _ in range(3)]
+        queue.close()
+    assert order == ["['sent-again']", "['waiting-1']", "['waiting-2']"], order
+
+
 def _held(settings) -> list[list]:
     from common.queue.depth import QueueDepths
 

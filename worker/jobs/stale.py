@@ -76,7 +76,7 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
             job_states.mark_enqueued(session, page_ids=ids)
         drop_held_pages(ctx.settings, page_ids=[page_id for page_id in ids if page_id in untrusted],
                         taken_before=time.time())
-        routing.route_stored_pages(ctx, page_ids=ids, lane=lane)
+        routing.route_stored_pages(ctx, page_ids=ids, lane=lane, ahead=True)
         counts["pages"] += len(ids)
     for job_id in orphans:
         close_job_if_done(ctx, job_id=job_id)

@@ -205,7 +205,7 @@ def _publish(ctx, page_ids: list[str]) -> int:
     for page_id, lane in lanes:
         by_lane[lane].append(page_id)
     for lane, ids in by_lane.items():
-        routing.route_stored_pages(ctx, page_ids=ids, lane=lane)
+        routing.route_stored_pages(ctx, page_ids=ids, lane=lane, ahead=True)
     return len(page_ids)
 
 
