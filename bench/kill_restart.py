@@ -22,16 +22,19 @@ TESTS = (
 )
 
 
-def run_once(tests: list[str], report: Path) -> dict[str, tuple[bool, float | None]]:
-    """Each test's outcome and kill_to_restart_s from one pytest run."""
+def run_once(tests: list[str], folder: Path) -> dict[str, tuple[bool, float | None, str]]:
+    """Each test's outcome, kill_to_restart_s and failure message from one pytest run; its files stay in `folder`
+    (the workers' logs under the test's temporary folders)."""
+    report = folder / "report.xml"
     subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-                    *tests], capture_output=True, check=False)
+                    f"--basetemp={folder / 'tmp'}", *tests], capture_output=True, check=False)
     outcomes = {}
     for case in ET.parse(report).getroot().iter("testcase"):
-        passed = case.find("failure") is None and case.find("error") is None and case.find("skipped") is None
+        failure = next((case.find(kind) for kind in ("failure", "error") if case.find(kind) is not None), None)
+        passed = failure is None and case.find("skipped") is None
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         waited = float(props["kill_to_restart_s"]) if "kill_to_restart_s" in props else None
-        outcomes[case.get("name")] = (passed, waited)
+        outcomes[case.get("name")] = (passed, waited, "" if failure is None else failure.get("message", "")[:300])
     return outcomes
 
 
@@ -42,15 +45,18 @@ def main() -> None:
     args = parser.parse_args()
     passes: dict[str, int] = defaultdict(int)
     waits: dict[str, list[float]] = defaultdict(list)
-    with tempfile.TemporaryDirectory() as folder:
-        for n in range(args.runs):
-            started = time.monotonic()
-            for name, (passed, waited) in run_once(args.tests, Path(folder) / f"run{n}.xml").items():
-                passes[name] += passed
-                if waited is not None:
-                    waits[name].append(waited)
-                print(f"run {n + 1}: {name}: {'pass' if passed else 'FAIL'}, kill to restart {waited} s", flush=True)
-            print(f"run {n + 1} took {time.monotonic() - started:.0f} s", flush=True)
+    folder = Path(tempfile.mkdtemp(prefix="ocrq-kill-restart-"))
+    print(f"files in {folder}", flush=True)
+    for n in range(args.runs):
+        started = time.monotonic()
+        (folder / f"run{n + 1}").mkdir()
+        for name, (passed, waited, failure) in run_once(args.tests, folder / f"run{n + 1}").items():
+            passes[name] += passed
+            if waited is not None:
+                waits[name].append(waited)
+            print(f"run {n + 1}: {name}: {'pass' if passed else 'FAIL ' + failure}, kill to restart {waited} s",
+                  flush=True)
+        print(f"run {n + 1} took {time.monotonic() - started:.0f} s", flush=True)
     for name in sorted(passes):
         times = waits[name]
         print(f"{name}: {passes[name]}/{args.runs} passed; kill to restart median {statistics.median(times):.1f} s, "
