@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import redis
@@ -46,9 +46,10 @@ def new_worker_name() -> str:
 
 
 def renew(session: Session, *, name: str, holder: str, lapse_s: float, pages: list[str] | None = None,
-          steal_lapsed: bool = True) -> bool:
-    """Extend the lease `name` for `holder`, taking it if free or lapsed; False if someone else holds it."""
-    now = utcnow()
+          steal_lapsed: bool = True, now: datetime | None = None) -> bool:
+    """Extend the lease `name` for `holder`, taking it if free or lapsed; False if someone else holds it. `now`: when
+    `pages` was read (beat_at), so no page claimed after that read looks left behind by a live worker."""
+    now = now or utcnow()
     values = {"holder": holder, "pages": pages, "beat_at": now, "expires_at": now + timedelta(seconds=lapse_s)}
     insert_ignoring_conflicts(session, Lease, [{"name": name, **values}], keys=["name"])
     mine = (Lease.holder == holder) | (Lease.expires_at < now) if steal_lapsed else Lease.holder == holder
@@ -118,9 +119,11 @@ class Heartbeat:
         return self
 
     def beat(self) -> None:
+        now = utcnow()
+        pages = held_pages(self.app, self.held)
         with self.db.session() as session:
-            renew(session, name=self.name, holder=self.holder, lapse_s=self.settings.heartbeat_lapse_s,
-                  pages=held_pages(self.app, self.held), steal_lapsed=False)
+            renew(session, name=self.name, holder=self.holder, lapse_s=self.settings.heartbeat_lapse_s, pages=pages,
+                  steal_lapsed=False, now=now)
 
     def _run(self) -> None:
         while not self._stop.is_set():
