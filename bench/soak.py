@@ -408,7 +408,8 @@ def run(args, rng, settings: Settings, plans: list[dict], *, pg, rd, s3, logs: P
     finished = [j["finished_at"] for j in jobs if j["finished_at"]]
     last_done = max(finished) if finished else None
     by_page = {p["id"]: p for p in pages}
-    recoveries, restarts, rereads, deferred_rereads = [], [], [], []
+    recoveries, restarts, rereads, deferred_rereads, requeues = [], [], [], [], []
+    lapsed_at = lapses_logged(logs)
     for event in events:
         held = [by_page[pid]["finished_at"] for pid in event.get("pages", []) if pid in by_page]
         if held and all(held):
@@ -419,6 +420,10 @@ def run(args, rng, settings: Settings, plans: list[dict], *, pg, rd, s3, logs: P
         if again and all(t and t > event["at"] for t in again):
             event["restarted_s"] = round((max(again) - event["at"]).total_seconds(), 1)
             restarts.append(event["restarted_s"])
+        # Kill to the scheduler queueing the killed worker's pages again (its lease lapsed), from the workers' logs.
+        if event.get("lease") in lapsed_at:
+            event["requeued_s"] = round((lapsed_at[event["lease"]] - event["at"]).total_seconds(), 1)
+            requeues.append(event["requeued_s"])
         # Kill to the next start of every page a killed worker held (running, prefetched or deferred).
         for pid in event.get("pages", []) if event["kind"] == "kill_main" else []:
             started = by_page.get(pid, {}).get("started_at")
@@ -460,6 +465,7 @@ def run(args, rng, settings: Settings, plans: list[dict], *, pg, rd, s3, logs: P
         "kill_to_next_start_s": {"kills_reading": len(restarts),
                                  "median": statistics.median(restarts) if restarts else None,
                                  "max": max(restarts) if restarts else None},
+        "kill_to_requeued_s": spread(requeues),
         "kill_to_reread_s": spread(rereads),
         "deferred_kill_to_reread_s": spread(deferred_rereads),
         "kills_holding_deferred_pages": len([e for e in events if e.get("deferred")]),
@@ -515,6 +521,31 @@ def holdings(db: Database, pid: int) -> tuple[list[str], list[str]]:
         return [], []
 
 
+def lease_of(db: Database, pid: int) -> str | None:
+    """The heartbeat lease name of the worker whose main pid is `pid`."""
+    try:
+        with db.session() as session:
+            return session.scalar(select(Lease.name).where(Lease.holder.endswith(f"pid {pid}")))
+    except Exception:  # noqa: BLE001  (Postgres restarting)
+        return None
+
+
+def lapses_logged(log_dir: Path) -> dict[str, datetime]:
+    """lease name -> when the scheduler logged its lapse and queued its pages again (the workers' JSON logs)."""
+    found: dict[str, datetime] = {}
+    for path in log_dir.glob("worker-*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            if "heartbeat lapsed" not in line:
+                continue
+            try:
+                record = json.loads(line[line.index("{"):])
+            except ValueError:
+                continue
+            if record.get("worker"):
+                found[record["worker"]] = datetime.fromisoformat(record["ts"])
+    return found
+
+
 def deferred_pages(settings: Settings) -> set[str]:
     """Pages whose message some worker holds unacked until a countdown (the tenant cap's deferral) is over."""
     reader = QueueDepths(settings, known=())
@@ -557,11 +588,12 @@ def apply_fault(kind: str, rng, *, supervisor: Supervisor, db: Database, pg, rd,
                         "detail": f"child of {worker.process.pid}, "
                         f"{len(running)} running"}
         supervisor.planned.add(worker.process.pid)
+        lease = lease_of(db, worker.process.pid)
         at = utc()
         os.kill(worker.process.pid, signal.SIGKILL)
         pages = list(dict.fromkeys(running + listed))
         deferred = sorted(waiting & set(listed) - set(running))
-        return {"kind": kind, "at": at, "pages": pages, "running": running, "deferred": deferred,
+        return {"kind": kind, "at": at, "pages": pages, "running": running, "deferred": deferred, "lease": lease,
                 "detail": f"{worker.process.pid}, {len(running)} running, {len(pages)} held, {len(deferred)} deferred"}
     at = utc()
     if kind == "redis_keep":
@@ -598,6 +630,7 @@ def summary(result: dict) -> None:
     for e in result["events"]:
         if "first_page_after_s" in e:
             print(f"- {e['kind']}: {e['detail']}, first page done {e['first_page_after_s']} s after it was back")
+    print(f"- kill of a worker to its pages queued again (its lease lapsed) {result['kill_to_requeued_s']}")
     print(f"- kill of a worker to each page it held started again {result['kill_to_reread_s']}; of those, the "
           f"deferred pages {result['deferred_kill_to_reread_s']} ({result['kills_holding_deferred_pages']} kills held "
           f"deferred pages)")
