@@ -96,11 +96,13 @@ def broker_snapshot(settings: Settings) -> tuple[dict[str, int], dict[str, float
     with when the last copy was taken, over one connection."""
     reader = QueueDepths(settings, known=())
     try:
+        # Queues first: a message a worker takes in between is then seen held, never in neither place.
+        depths = reader.read()
         held: dict[str, float] = {}
         for message in reader.held():
             if message.args:
                 held[str(message.args[0])] = max(message.taken_at, held.get(str(message.args[0]), 0.0))
-        return reader.read(), held
+        return depths, held
     finally:
         reader.close()
 
