@@ -162,19 +162,24 @@ def tally(*, expected: dict[str, list[str]], jobs: list[dict], pages: list[dict]
     return counts
 
 
+def log_records(log_dir: Path, marker: str):
+    """The JSON records of the workers' log lines that contain `marker`."""
+    for path in log_dir.glob("worker-*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            if marker not in line:
+                continue
+            try:
+                yield json.loads(line[line.index("{"):])
+            except ValueError:
+                continue
+
+
 def logged_writes(log_dir: Path) -> Counter:
     """page id -> "page read" lines in the workers' JSON logs (logged once per result write that landed)."""
     writes: Counter = Counter()
-    for path in log_dir.glob("worker-*.log"):
-        for line in path.read_text(errors="replace").splitlines():
-            if '"page read"' not in line:
-                continue
-            try:
-                record = json.loads(line[line.index("{"):])
-            except ValueError:
-                continue
-            if record.get("message") == "page read" and record.get("page_id"):
-                writes[record["page_id"]] += 1
+    for record in log_records(log_dir, '"page read"'):
+        if record.get("message") == "page read" and record.get("page_id"):
+            writes[record["page_id"]] += 1
     return writes
 
 
@@ -532,18 +537,8 @@ def lease_of(db: Database, pid: int) -> str | None:
 
 def lapses_logged(log_dir: Path) -> dict[str, datetime]:
     """lease name -> when the scheduler logged its lapse and queued its pages again (the workers' JSON logs)."""
-    found: dict[str, datetime] = {}
-    for path in log_dir.glob("worker-*.log"):
-        for line in path.read_text(errors="replace").splitlines():
-            if "heartbeat lapsed" not in line:
-                continue
-            try:
-                record = json.loads(line[line.index("{"):])
-            except ValueError:
-                continue
-            if record.get("worker"):
-                found[record["worker"]] = datetime.fromisoformat(record["ts"])
-    return found
+    return {record["worker"]: datetime.fromisoformat(record["ts"])
+            for record in log_records(log_dir, "heartbeat lapsed") if record.get("worker")}
 
 
 def deferred_pages(settings: Settings) -> set[str]:
