@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from common.jobs.models import Page
 from common.orm import utcnow
-from common.queue.depth import depths_of
+from common.queue.depth import QueueDepths, depths_of
 from common.queue.leases import Lease
 from common.queue.names import (
     CONTROL_QUEUE,
@@ -93,8 +93,8 @@ def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_m
         # All three pages queued before the doomed worker starts, so it takes two at once: were the jobs split while
         # it read, it would hold one page at a time (seen on a loaded machine).
         splitter = stack.start_worker("--queues", f"{CONTROL_QUEUE},{PREPARE_BULK_QUEUE}")
-        wait_until(lambda: depths_of(settings, [page_queue("bulk")])[page_queue("bulk")] == len(jobs), timeout=60,
-                   what="the three pages queued")
+        wait_until(lambda: depths_of(settings, [page_queue("bulk")])[page_queue("bulk")] == len(jobs)
+                   and not held_messages(settings), timeout=60, what="the three pages queued and the splitter idle")
         splitter.stop()
         # Both run the schedule; the doomed one holds 2 messages (1 running, 1 prefetched), the survivor the third.
         # The doomed one's storage never answers, so its running page stays running, however fast the machine. The
@@ -125,6 +125,15 @@ def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_m
     assert max(waited.values()) <= 60, waited
     # Every read is a claim: the running page was read once more, every other page once.
     assert {p.id: p.attempts for p in pages.values()} == {p: 2 if p in running else 1 for p in pages}
+
+
+def held_messages(settings) -> list:
+    """The messages workers hold unacked (a prepare task the splitter has not acked would be given to the next)."""
+    reader = QueueDepths(settings, known=())
+    try:
+        return reader.held()
+    finally:
+        reader.close()
 
 
 @contextmanager
