@@ -66,7 +66,9 @@ def kill_and_restart(stack, doomed, *, job_ids: list[str], page_id: str) -> floa
         assert wait_for_job(client, job_id, timeout=90)["status"] == "succeeded"
     pages = {page.id: page for page in pages_of(stack, job_ids).values()}
     # Read once: the stale copies in the unacked hash were dropped, not left to come back at the visibility timeout.
-    assert not any(page_id in args for args in held_page_ids(stack.settings) for page_id in pages)
+    # (The survivor acks its own just after the job ends.)
+    wait_until(lambda: not any(page_id in args for args in held_page_ids(stack.settings) for page_id in pages),
+               timeout=15, what="no copy of the pages left unacked")
     return (pages[page_id].started_at - killed_at).total_seconds()
 
 
