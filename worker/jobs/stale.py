@@ -3,7 +3,7 @@
 A broker that restarts without persistence, a crash between commit and publish, or the
 embedded filesystem broker (which has no acks) can all drop a message. The database is the
 source of truth: anything still queued long after it was published, while its queue is
-empty and no live worker holds its message unacked, is published again. Every task is idempotent, so a spare
+empty and no worker's lease names its message held unacked, is published again. Every task is idempotent, so a spare
 copy is harmless, but a GPU worker's prefetched batches would otherwise be read twice.
 """
 
@@ -53,10 +53,11 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
         ).limit(BATCH)).all()
     # One look at the broker: what waits in each queue, and which pages workers hold unacked (a GPU worker
     # prefetches whole batches, whose pages stay queued in the database meanwhile). A held page is trusted only
-    # while a live worker's lease names it, or for a lapse after it was taken (before its holder's next beat): a
-    # message held by a dead worker would otherwise wait for the visibility timeout.
+    # while a worker's lease names it (a lapsed one's pages are recover_lapsed's, every heartbeat interval), or for
+    # a lapse after it was taken (before its holder's next beat): a message a dead worker took after its last beat
+    # would otherwise wait for the visibility timeout.
     depths, taken = broker_snapshot(ctx.settings) if jobs or pages else ({}, {})
-    untrusted = _held_by_no_live_worker(ctx, taken)
+    untrusted = _held_by_no_lease(ctx, taken)
     held = taken.keys() - untrusted
     for lane in {lane for _, lane in jobs}:
         if depths.get(prepare_queue(lane), 0) == 0:
@@ -86,11 +87,12 @@ def requeue_stale(ctx: WorkerContext) -> dict[str, int]:
     return counts
 
 
-def _held_by_no_live_worker(ctx: WorkerContext, taken: dict[str, float]) -> set[str]:
-    """The held pages (page id -> when its message was taken) that no live lease names, taken a lapse ago or more."""
+def _held_by_no_lease(ctx: WorkerContext, taken: dict[str, float]) -> set[str]:
+    """The held pages (page id -> when its message was taken) that no worker's lease names, taken a lapse ago or
+    more."""
     if not taken:
         return set()
     with ctx.db.session() as session:
-        leased = liveness.live_held_pages(session)
+        leased = liveness.leased_pages(session)
     recent = time.time() - ctx.settings.heartbeat_lapse_s
     return {page_id for page_id, taken_at in taken.items() if page_id not in leased and taken_at < recent}

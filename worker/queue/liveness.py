@@ -143,10 +143,9 @@ class Heartbeat:
             self.db.dispose()
 
 
-def live_held_pages(session: Session) -> set[str]:
-    """The pages that workers whose lease is alive say they hold."""
-    leases = session.scalars(select(Lease.pages).where(Lease.name.startswith(WORKER_PREFIX),
-                                                       Lease.expires_at >= utcnow()))
+def leased_pages(session: Session) -> set[str]:
+    """The pages that workers' leases name: a live worker holds them, or a lapsed lease's are recover_lapsed's."""
+    leases = session.scalars(select(Lease.pages).where(Lease.name.startswith(WORKER_PREFIX)))
     return {str(page_id) for pages in leases for page_id in (pages or [])}
 
 
