@@ -1,18 +1,21 @@
 """Soak under faults: about 150 jobs on a private Postgres, Redis and SeaweedFS while workers are SIGKILLed
 and every server is restarted; then count, in Postgres, what was lost and what was written twice.
 
-Usage: .venv/bin/python -m bench.soak [--jobs 150] [--multipage 6] [--kills 54] [--workers 3]
-                                      [--window 420] [--out soak.json]
+Usage: .venv/bin/python -m bench.soak [--jobs 150] [--multipage 6] [--kills 54] [--workers 3] [--concurrency 1]
+                                      [--tenant-cap 0] [--tenant-defer 2] [--window 420] [--out soak.json]
 
 What it starts (all private, on free loopback ports, removed at the end): a Postgres, a Redis (no snapshots
 of its own), SeaweedFS `weed mini`, the API in-process (the real app through TestClient), a webhook receiver,
-and `--workers` real `ocrq worker --beat` processes (concurrency 1, CPU engine: rapidocr), restarted by a
-supervisor loop whenever one dies, as systemd would.
+and `--workers` real `ocrq worker --beat` processes (`--concurrency` pool processes each, CPU engine: rapidocr),
+restarted by a supervisor loop whenever one dies, as systemd would. With `--tenant-cap N`
+(OCRQ_TENANT_MAX_RUNNING_PAGES) the one tenant runs at most N pages at once, so workers keep deferring pages: each
+such page waits out a countdown in its worker, held unacked in Redis and running nowhere.
 
 Under load, across `--window` seconds while the jobs are being submitted:
 - `--kills` SIGKILLs, alternating between a worker's main process (kill -9 of its pid; the supervisor then
   SIGKILLs what is left of its process group, as systemd's control-group kill mode does, and starts a new
-  worker) and one of its pool children (the main process forks a new one). Busy workers are preferred.
+  worker) and one of its pool children (the main process forks a new one). Busy workers are preferred, and for a
+  worker kill one holding a deferred page (a countdown it waits out) when there is one.
 - one Redis restart that keeps its data (SHUTDOWN SAVE, started again on the same folder), one Redis restart
   empty, one Postgres restart (SIGKILL, down a few seconds), one SeaweedFS restart (down a few seconds).
 The jobs: one-word PNG pages (tests/batches/support.word_image), and `--multipage` PDFs of 3 to 5 such pages
@@ -23,8 +26,9 @@ without exactly one job.succeeded event delivered; duplicate = a (job, page) wit
 whose result was written more than once (the workers log "page read" only for the write that landed), a job
 with more than one event row, or more than one distinct event (webhook-id) received for one job. Redeliveries
 of the same webhook-id are counted apart (at-least-once delivery; the receiver dedupes by id).
-Also: the time from the last fault to the last job done, and per kill the time until the pages the killed
-process held were done. Prints a summary and writes the JSON result to --out.
+Also: the time from the last fault to the last job done, per kill the time until the pages the killed
+process held were done, and the time until each page it held started again (kill to reread): the running ones,
+and the deferred ones apart. Prints a summary and writes the JSON result to --out.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from sqlalchemy import select
 
 from common.db import Database
 from common.jobs.models import Job, Page
+from common.queue.depth import QueueDepths
 from common.queue.leases import Lease
 from common.queue.names import WEBHOOK_QUEUE, cpu_worker_queues
 from common.settings import S3SourceProfile, Settings
@@ -62,8 +67,9 @@ from tests.support.stack import Stack
 
 KEY = "ocrq_bench_soak_key_0000000000000000000"
 HOOK = "/soak"
-# Short recovery timers, as the recovery tests use; recorded in the result.
-TIMERS = {"heartbeat_interval_s": 1.0, "heartbeat_lapse_s": 6.0, "sweep_interval_s": 2.0,
+# Short sweeper timers, as the recovery tests use; the worker heartbeat at its defaults (2 s, lapsed after 12 s), so
+# the kill-to-reread times are what a deployment gets. Recorded in the result.
+TIMERS = {"sweep_interval_s": 2.0,
           "stale_requeue_after_s": 3, "outage_retry_after_s": 2, "engine_outage_retry_s": 1.0,
           "idempotency_wait_s": 0.5, "task_soft_time_limit_s": 60, "task_time_limit_s": 90,
           "visibility_timeout_s": 900, "webhook_retry_schedule_s": [0, 0.5, 1, 2, 4, 8]}
@@ -156,19 +162,24 @@ def tally(*, expected: dict[str, list[str]], jobs: list[dict], pages: list[dict]
     return counts
 
 
+def log_records(log_dir: Path, marker: str):
+    """The JSON records of the workers' log lines that contain `marker`."""
+    for path in log_dir.glob("worker-*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            if marker not in line:
+                continue
+            try:
+                yield json.loads(line[line.index("{"):])
+            except ValueError:
+                continue
+
+
 def logged_writes(log_dir: Path) -> Counter:
     """page id -> "page read" lines in the workers' JSON logs (logged once per result write that landed)."""
     writes: Counter = Counter()
-    for path in log_dir.glob("worker-*.log"):
-        for line in path.read_text(errors="replace").splitlines():
-            if '"page read"' not in line:
-                continue
-            try:
-                record = json.loads(line[line.index("{"):])
-            except ValueError:
-                continue
-            if record.get("message") == "page read" and record.get("page_id"):
-                writes[record["page_id"]] += 1
+    for record in log_records(log_dir, '"page read"'):
+        if record.get("message") == "page read" and record.get("page_id"):
+            writes[record["page_id"]] += 1
     return writes
 
 
@@ -266,7 +277,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=150)
     parser.add_argument("--multipage", type=int, default=6, help="how many of the jobs are PDFs of 3-5 pages")
     parser.add_argument("--kills", type=int, default=54, help="SIGKILLs of worker main processes and pool children")
-    parser.add_argument("--workers", type=int, default=3, help="worker processes kept running (concurrency 1 each)")
+    parser.add_argument("--workers", type=int, default=3, help="worker processes kept running")
+    parser.add_argument("--concurrency", type=int, default=1, help="pool processes of each worker")
+    parser.add_argument("--tenant-cap", type=int, default=0, help="OCRQ_TENANT_MAX_RUNNING_PAGES (0: no cap)")
+    parser.add_argument("--tenant-defer", type=float, default=2.0,
+                        help="OCRQ_TENANT_DEFER_S: how long a capped page waits, held by a worker, before a new try")
     parser.add_argument("--window", type=float, default=420.0, help="seconds over which jobs and faults are spread")
     parser.add_argument("--drain-timeout", type=float, default=600.0, help="seconds to wait after the last fault")
     parser.add_argument("--page-retries", type=int, default=6,
@@ -285,7 +300,9 @@ def main() -> None:
     with private_services(work, tenant="soak", api_key=KEY, net_allowlist=["127.0.0.1/32"],
                           s3_source_profiles={"service": S3SourceProfile(tenants=["*"], read=["*"], write=["*"],
                                                                          use_service_credentials=True)},
-                          log_format="json", page_retries=args.page_retries, **TIMERS) as services:
+                          log_format="json", page_retries=args.page_retries,
+                          tenant_max_running_pages=args.tenant_cap, tenant_defer_s=args.tenant_defer,
+                          **TIMERS) as services:
         result = run(args, rng, services.settings, plans, pg=services.pg, rd=services.redis, s3=services.s3,
                      logs=logs)
     result |= {"command": " ".join(["python -m bench.soak", *sys.argv[1:]]), "work_dir": str(work)}
@@ -298,7 +315,8 @@ def main() -> None:
 def run(args, rng, settings: Settings, plans: list[dict], *, pg, rd, s3, logs: Path) -> dict:
     receiver = webhook_receiver.start()
     db = Database(settings.resolved_database_url)
-    worker_args = ["--beat", "--concurrency", "1", "--queues", ",".join([*cpu_worker_queues(), WEBHOOK_QUEUE])]
+    worker_args = ["--beat", "--concurrency", str(args.concurrency),
+                   "--queues", ",".join([*cpu_worker_queues(), WEBHOOK_QUEUE])]
     loads: list[tuple[float, float]] = []
     with Stack(settings, logs=logs) as stack:
         client = stack.client(KEY)
@@ -343,7 +361,7 @@ def run(args, rng, settings: Settings, plans: list[dict], *, pg, rd, s3, logs: P
             if wait > 0:
                 time.sleep(wait)
             loads.append((round(time.monotonic() - begun, 1), os.getloadavg()[0]))
-            event = apply_fault(kind, rng, supervisor=supervisor, db=db, pg=pg, rd=rd, s3=s3)
+            event = apply_fault(kind, rng, supervisor=supervisor, db=db, pg=pg, rd=rd, s3=s3, settings=settings)
             if event:
                 event["t"] = round(time.monotonic() - begun, 1)
                 events.append(event)
@@ -395,7 +413,8 @@ def run(args, rng, settings: Settings, plans: list[dict], *, pg, rd, s3, logs: P
     finished = [j["finished_at"] for j in jobs if j["finished_at"]]
     last_done = max(finished) if finished else None
     by_page = {p["id"]: p for p in pages}
-    recoveries, restarts = [], []
+    recoveries, restarts, rereads, deferred_rereads, requeues = [], [], [], [], []
+    lapsed_at = lapses_logged(logs)
     for event in events:
         held = [by_page[pid]["finished_at"] for pid in event.get("pages", []) if pid in by_page]
         if held and all(held):
@@ -406,6 +425,19 @@ def run(args, rng, settings: Settings, plans: list[dict], *, pg, rd, s3, logs: P
         if again and all(t and t > event["at"] for t in again):
             event["restarted_s"] = round((max(again) - event["at"]).total_seconds(), 1)
             restarts.append(event["restarted_s"])
+        # Kill to the scheduler queueing the killed worker's pages again (its lease lapsed), from the workers' logs.
+        if event.get("lease") in lapsed_at:
+            event["requeued_s"] = round((lapsed_at[event["lease"]] - event["at"]).total_seconds(), 1)
+            requeues.append(event["requeued_s"])
+        # Kill to the next start of every page a killed worker held (running, prefetched or deferred).
+        for pid in event.get("pages", []) if event["kind"] == "kill_main" else []:
+            started = by_page.get(pid, {}).get("started_at")
+            if started and started > event["at"]:
+                waited = round((started - event["at"]).total_seconds(), 1)
+                rereads.append(waited)
+                if pid in event.get("deferred", []):
+                    deferred_rereads.append(waited)
+                    event.setdefault("deferred_reread_s", []).append(waited)
         if event["kind"].startswith(("redis", "postgres", "s3")):
             after = [p["finished_at"] for p in pages if p["finished_at"] and p["finished_at"] > event["up_at"]]
             event["first_page_after_s"] = round((min(after) - event["up_at"]).total_seconds(), 1) if after else None
@@ -415,8 +447,11 @@ def run(args, rng, settings: Settings, plans: list[dict], *, pg, rd, s3, logs: P
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "load_avg_during": {"max": max(v for _, v in loads), "median": statistics.median(v for _, v in loads)},
                     "load_samples": loads[::5]},
-        "settings": {"workers": args.workers, "concurrency": 1, "page_retries": args.page_retries, **TIMERS,
-                     "window_s": args.window, "seed": args.seed},
+        "settings": {"workers": args.workers, "concurrency": args.concurrency, "tenant_cap": args.tenant_cap,
+                     "tenant_defer_s": args.tenant_defer,
+                     "page_retries": args.page_retries, "heartbeat_interval_s": settings.heartbeat_interval_s,
+                     "heartbeat_lapse_s": settings.heartbeat_lapse_s, **TIMERS, "window_s": args.window,
+                     "seed": args.seed},
         "counts": counts,
         "faults": dict(kinds),
         "worker_restarts": supervisor.restarts,
@@ -435,11 +470,23 @@ def run(args, rng, settings: Settings, plans: list[dict], *, pg, rd, s3, logs: P
         "kill_to_next_start_s": {"kills_reading": len(restarts),
                                  "median": statistics.median(restarts) if restarts else None,
                                  "max": max(restarts) if restarts else None},
+        "kill_to_requeued_s": spread(requeues),
+        "kill_to_reread_s": spread(rereads),
+        "deferred_kill_to_reread_s": spread(deferred_rereads),
+        "kills_holding_deferred_pages": len([e for e in events if e.get("deferred")]),
         "extra_claims_not_explained_by_a_kill": extra_claims(pages, events),
-        "events": [{k: v for k, v in e.items() if k not in ("pages", "running")}
-                   | {"held_pages": len(e.get("pages", []))} for e in events],
+        "events": [{k: v for k, v in e.items() if k not in ("pages", "running", "deferred")}
+                   | {"held_pages": len(e.get("pages", [])), "deferred_pages": len(e.get("deferred", []))}
+                   for e in events],
         "failed_page_errors": sorted({p["error"] for p in pages if p["status"] == "failed"})[:10],
     }
+
+
+def spread(times: list[float]) -> dict:
+    """How many, median and max of a list of seconds, and every one."""
+    if not times:
+        return {"n": 0}
+    return {"n": len(times), "median": statistics.median(times), "max": max(times), "all": sorted(times)}
 
 
 def extra_claims(pages: list[dict], events: list[dict]) -> int:
@@ -479,14 +526,51 @@ def holdings(db: Database, pid: int) -> tuple[list[str], list[str]]:
         return [], []
 
 
-def apply_fault(kind: str, rng, *, supervisor: Supervisor, db: Database, pg, rd, s3) -> dict | None:
+def lease_of(db: Database, pid: int) -> str | None:
+    """The heartbeat lease name of the worker whose main pid is `pid`."""
+    try:
+        with db.session() as session:
+            return session.scalar(select(Lease.name).where(Lease.holder.endswith(f"pid {pid}")))
+    except Exception:  # noqa: BLE001  (Postgres restarting)
+        return None
+
+
+def lapses_logged(log_dir: Path) -> dict[str, datetime]:
+    """lease name -> when the scheduler logged its lapse and queued its pages again (the workers' JSON logs)."""
+    return {record["worker"]: datetime.fromisoformat(record["ts"])
+            for record in log_records(log_dir, "heartbeat lapsed") if record.get("worker")}
+
+
+def deferred_pages(settings: Settings) -> set[str]:
+    """Pages whose message some worker holds unacked until a countdown (the tenant cap's deferral) is over."""
+    reader = QueueDepths(settings, known=())
+    try:
+        raws = reader.redis.hvals(reader.prefix + "unacked")
+    except Exception:  # noqa: BLE001  (Redis restarting)
+        return set()
+    finally:
+        reader.close()
+    found = set()
+    for raw in raws:
+        headers = json.loads(raw)[0].get("headers", {})
+        if headers.get("eta") and headers.get("task", "").endswith("ocr_page"):
+            found.add(headers.get("argsrepr", "").strip("[]()', "))
+    return found
+
+
+def apply_fault(kind: str, rng, *, supervisor: Supervisor, db: Database, pg, rd, s3,
+                settings: Settings) -> dict | None:
     if kind.startswith("kill"):
         live = supervisor.live()
         if not live:
             return None
         held = {w.process.pid: holdings(db, w.process.pid) for w in live}
+        waiting = deferred_pages(settings)
         busy = [w for w in live if held[w.process.pid][0]]
+        deferring = [w for w in live if waiting & set(held[w.process.pid][1])]
         worker = rng.choice(busy if busy and rng.random() < 0.8 else live)
+        if kind == "kill_main" and deferring:
+            worker = rng.choice(deferring)
         running, listed = held[worker.process.pid]
         if kind == "kill_child":
             pool = pool_children(worker.process.pid)
@@ -499,11 +583,13 @@ def apply_fault(kind: str, rng, *, supervisor: Supervisor, db: Database, pg, rd,
                         "detail": f"child of {worker.process.pid}, "
                         f"{len(running)} running"}
         supervisor.planned.add(worker.process.pid)
+        lease = lease_of(db, worker.process.pid)
         at = utc()
         os.kill(worker.process.pid, signal.SIGKILL)
         pages = list(dict.fromkeys(running + listed))
-        return {"kind": kind, "at": at, "pages": pages, "running": running,
-                "detail": f"{worker.process.pid}, {len(running)} running, {len(pages)} held"}
+        deferred = sorted(waiting & set(listed) - set(running))
+        return {"kind": kind, "at": at, "pages": pages, "running": running, "deferred": deferred, "lease": lease,
+                "detail": f"{worker.process.pid}, {len(running)} running, {len(pages)} held, {len(deferred)} deferred"}
     at = utc()
     if kind == "redis_keep":
         rd.restart(keep_data=True)
@@ -539,6 +625,10 @@ def summary(result: dict) -> None:
     for e in result["events"]:
         if "first_page_after_s" in e:
             print(f"- {e['kind']}: {e['detail']}, first page done {e['first_page_after_s']} s after it was back")
+    print(f"- kill of a worker to its pages queued again (its lease lapsed) {result['kill_to_requeued_s']}")
+    print(f"- kill of a worker to each page it held started again {result['kill_to_reread_s']}; of those, the "
+          f"deferred pages {result['deferred_kill_to_reread_s']} ({result['kills_holding_deferred_pages']} kills held "
+          f"deferred pages)")
     print(f"- load average during the run: {result['machine']['load_avg_during']}")
     print(f"- verdict: {'OK' if c['ok'] else 'FAILED'}")
 

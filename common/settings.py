@@ -145,10 +145,13 @@ class Settings(BaseSettings):
     worker_concurrency: int = 1
     # Messages a CPU worker holds per pool process; a lapsed heartbeat gives back the prefetched ones too.
     worker_prefetch_multiplier: int = Field(default=1, ge=1)
-    # Each worker beats this often, listing the pages it holds; one silent for heartbeat_lapse_s is dead, and
-    # the sweeper puts its pages (running or prefetched) back on their queues. The scheduler's lease lapses alike.
-    heartbeat_interval_s: float = Field(default=5.0, gt=0)
-    heartbeat_lapse_s: float = Field(default=30.0, gt=0)
+    # Each worker beats this often, listing the pages of every message it holds unacked; one silent for
+    # heartbeat_lapse_s is dead, and the scheduler puts its pages back on their queues (it looks every interval).
+    # Six beats to a lapse: a kill costs at most lapse + interval before its pages are queued again, well inside
+    # the minute, while a worker must miss six beats in a row (a busy host, a database blip) to be taken for dead.
+    # The scheduler's lease lapses alike.
+    heartbeat_interval_s: float = Field(default=2.0, gt=0)
+    heartbeat_lapse_s: float = Field(default=12.0, gt=0)
     page_retries: int = 2
 
     # Tenancy. Idempotency-Key: how long a stored answer is replayed, how long a duplicate waits for the

@@ -19,7 +19,6 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
                gpu: bool = False, lane: str = "all") -> None:
     # Importing each package's tasks registers them.
     import worker.batches.tasks  # noqa: F401
-    import worker.queue.tasks  # noqa: F401
     import worker.webhooks.tasks  # noqa: F401
     from worker import metrics
     from worker.jobs import tasks as job_tasks
@@ -57,11 +56,12 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
 def _keep_alive(app, settings: Settings) -> None:
     """Name this worker's lease (its children inherit it) and beat from the main process while it runs."""
     app.ocrq_worker = liveness.new_worker_name()
+    held = liveness.HeldRequests().connect()  # from the first message on, before the heartbeat starts
     beating: list[liveness.Heartbeat] = []
 
     def _start(sender=None, **_kwargs) -> None:
         holder = f"{getattr(sender, 'hostname', 'worker')} pid {os.getpid()}"
-        beating.append(liveness.Heartbeat(app, settings, name=app.ocrq_worker, holder=holder).start())
+        beating.append(liveness.Heartbeat(app, settings, name=app.ocrq_worker, holder=holder, held=held).start())
 
     def _stop(**_kwargs) -> None:
         for heartbeat in beating:

@@ -95,9 +95,6 @@ def build_config(settings: Settings) -> dict:
         "beat_schedule": {
             "requeue-stale": {"task": names.REQUEUE_STALE, "schedule": settings.sweep_interval_s,
                               "options": {"queue": CONTROL_QUEUE}},
-            # Pages of workers whose heartbeat lapsed: a third of the lapse, so a kill is noticed within 4/3 of it.
-            "recover-lapsed": {"task": names.RECOVER_LAPSED, "schedule": settings.heartbeat_lapse_s / 3,
-                               "options": {"queue": CONTROL_QUEUE}},
             # Batches: restart listings that stopped, close items and batches whose end was missed.
             "sweep-batches": {"task": names.SWEEP_BATCHES, "schedule": settings.batch_sweep_interval_s,
                               "options": {"queue": CONTROL_QUEUE}},

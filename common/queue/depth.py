@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import redis
 
+from common.queue.unacked import HeldMessage, drop_held, read_held
 from common.settings import Settings
 
 QUEUE_PREFIX = "ocrq."
@@ -16,7 +15,6 @@ QUEUE_PREFIX = "ocrq."
 PRIORITY_SEP = "\x06\x16"
 PRIORITY_STEPS = ("3", "6", "9")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-UNACKED_KEY = "unacked"
 
 
 class QueueDepths:
@@ -65,26 +63,13 @@ class QueueDepths:
         steps = 1 + len(PRIORITY_STEPS)
         return {queue: sum(lengths[i * steps:(i + 1) * steps]) for i, queue in enumerate(queues)}
 
-    def held_task_args(self) -> list[list]:
-        """The positional args of every message a worker took and has not acked (prefetched or running).
+    def held(self) -> list[HeldMessage]:
+        """Every message a worker took and has not acked (prefetched, running, or waiting for its ETA)."""
+        return [] if self.redis is None else read_held(self.redis, self.prefix)
 
-        kombu's Redis transport keeps each one in the "unacked" hash until the ack, and puts it back in its
-        queue itself once the visibility timeout passes; a Redis restarted without persistence loses both.
-        The filesystem broker has no acks: nothing is held there.
-        """
-        if self.redis is None:
-            return []
-        held = []
-        for raw in self.redis.hvals(self.prefix + UNACKED_KEY):
-            try:
-                message = json.loads(raw)[0]
-                body = message["body"]
-                if message.get("properties", {}).get("body_encoding") == "base64":
-                    body = base64.b64decode(body)
-                held.append(list(json.loads(body)[0]))
-            except (ValueError, KeyError, IndexError, TypeError):
-                continue
-        return held
+    def held_task_args(self) -> list[list]:
+        """The positional args of every message a worker took and has not acked."""
+        return [message.args for message in self.held()]
 
     def close(self) -> None:
         if self.redis is not None:
@@ -106,11 +91,29 @@ def depths_of(settings: Settings, queues: Iterable[str]) -> dict[str, int]:
     return {queue: found.get(queue, 0) for queue in queues}
 
 
-def broker_snapshot(settings: Settings) -> tuple[dict[str, int], set[str]]:
-    """Messages waiting in each ocrq.* queue, and the ids (first task argument) of the tasks workers hold
-    unacked, over one connection."""
+def broker_snapshot(settings: Settings) -> tuple[dict[str, int], dict[str, float]]:
+    """Messages waiting in each ocrq.* queue, and the ids (first task argument) of the tasks workers hold unacked
+    with when the last copy was taken, over one connection."""
     reader = QueueDepths(settings, known=())
     try:
-        return reader.read(), {str(args[0]) for args in reader.held_task_args() if args}
+        # Queues first: a message a worker takes in between is then seen held, never in neither place.
+        depths = reader.read()
+        held: dict[str, float] = {}
+        for message in reader.held():
+            if message.args:
+                held[str(message.args[0])] = max(message.taken_at, held.get(str(message.args[0]), 0.0))
+        return depths, held
+    finally:
+        reader.close()
+
+
+def drop_held_pages(settings: Settings, *, page_ids: list[str], taken_before: float) -> int:
+    """Drop the unacked messages of these pages taken before `taken_before` (time.time()): published again since,
+    they would otherwise come back at the visibility timeout. Returns how many."""
+    reader = QueueDepths(settings, known=())
+    try:
+        if reader.redis is None or not page_ids:
+            return 0
+        return drop_held(reader.redis, reader.prefix, first_args=set(page_ids), taken_before=taken_before)
     finally:
         reader.close()

@@ -24,7 +24,6 @@ ITEM_ENDED = "ocrq.item_ended"
 DELIVER_WEBHOOK = "ocrq.deliver_webhook"
 # Periodic: the sweepers and retention, sent by the one elected scheduler.
 REQUEUE_STALE = "ocrq.requeue_stale"
-RECOVER_LAPSED = "ocrq.recover_lapsed"
 SWEEP_BATCHES = "ocrq.sweep_batches"
 SWEEP_WEBHOOKS = "ocrq.sweep_webhooks"
 PURGE_EXPIRED = "ocrq.purge_expired"

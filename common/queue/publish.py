@@ -25,13 +25,23 @@ def publish_prepare(app: Celery, *, job_id: str, lane: str, countdown: float | N
     app.send_task(PREPARE_JOB, args=[job_id], queue=prepare_queue(lane), countdown=countdown)
 
 
+# kombu's Redis transport keeps a list per priority step and reads the lowest number first (0 before 3). Pages go
+# out at PAGE_PRIORITY; a page sent again because its worker died or its message was lost goes out AHEAD, so it is
+# read next instead of behind the backlog it had already waited through (kombu restores an unacked message to the
+# head of its queue too). The filesystem broker has no priorities.
+PAGE_PRIORITY = 3
+AHEAD_PRIORITY = 0
+
+
 def publish_pages(app: Celery, *, page_ids: list[str], lane: str, countdown: float | None = None,
-                  bucket: str | None = None) -> None:
+                  bucket: str | None = None, ahead: bool = False) -> None:
     """Send one task per page, to the CPU lane or to a GPU size bucket; one connection for all of them."""
     task, queue = (gpu_task(bucket), gpu_queue(lane, bucket)) if bucket else (OCR_PAGE, page_queue(lane))
+    priority = AHEAD_PRIORITY if ahead else PAGE_PRIORITY
     with app.producer_or_acquire() as producer:
         for page_id in page_ids:
-            app.send_task(task, args=[page_id], queue=queue, producer=producer, countdown=countdown)
+            app.send_task(task, args=[page_id], queue=queue, producer=producer, countdown=countdown,
+                          priority=priority)
 
 
 def publish_prepares(app: Celery, *, job_ids: list[str], lane: str = "bulk") -> None:

@@ -261,8 +261,8 @@ stack_e2e() {  # stack_e2e LABEL PAGES: the whole ocrq stack on the engine at $u
   tail -n 3 "$run/logs/stack-$label.log" | tee -a "$run/progress.txt"
   e2e 420 e2e "$label" --pages "$pages" --tokens 1000 --direct-url "$url" --direct-when before
   # Pages the sweeper queued again (a worker lost, or a page it no longer lists): each is read twice.
-  say "$label: pages the sweeper put back: $(grep -h 'recover_lapsed\[.*succeeded in' /root/ocrq-svc/logs/*.log \
-    2>/dev/null | sed -E 's/.*succeeded in [0-9.e-]+s: ([0-9]+).*/\1/' | awk '{s += $1} END {print s + 0}')"
+  say "$label: pages the sweeper put back: $(grep -h 'pages of lost workers queued again' /root/ocrq-svc/logs/*.log \
+    2>/dev/null | sed -E 's/.*[^0-9]([0-9]+) pages of lost workers queued again.*/\1/' | awk '{s += $1} END {print s + 0}')"
   timeout 60 bash deploy/gpu/stack.sh stop >> "$run/logs/stack-$label.log" 2>&1
   cp -r /root/ocrq-svc/logs "$run/logs/ocrq-svc-$label" 2>/dev/null
 }

@@ -115,8 +115,8 @@ def test_workers_that_send_pages_alone_hold_no_page_they_have_no_thread_for(tmp_
 
 @pytest.mark.parametrize("pool", ["prefork", "threads"])
 def test_a_page_at_the_engine_for_many_heartbeats_is_read_once(tmp_path, own_pg_url, redis_url, s3, server, pool):
-    """A batch handed to the pool is still the worker's: its heartbeat lists it, so the sweeper, running every
-    4 s here, never takes a page the engine is still reading for an orphan and has a second process read it."""
+    """A batch handed to the pool is still the worker's: its heartbeat lists it, so the scheduler, looking every
+    second here, never takes a page the engine is still reading for an orphan and has a second process read it."""
     settings = make_settings(home=tmp_path / "home", pg_url=own_pg_url, redis_url=redis_url, s3=s3, engine="vllm",
                              engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1,
                              heartbeat_interval_s=1, heartbeat_lapse_s=12)

@@ -6,16 +6,21 @@ from __future__ import annotations
 import time
 
 import redis
+from sqlalchemy import delete, select
 
 from common.jobs import states
+from common.jobs.models import Page
+from common.queue import publish as dispatch
 from common.queue.app import create_celery
 from common.queue.depth import depths_of
+from common.queue.leases import Lease
 from common.queue.names import CONTROL_QUEUE, PREPARE_BULK_QUEUE, page_queue
 from tests.batches.support import word_image
 from tests.conftest import KEY_A, make_settings
-from tests.support.stack import Stack, wait_for_job
+from tests.support.stack import Stack, wait_for_job, wait_until
 from worker.context import WorkerContext
 from worker.jobs import stale
+from worker.queue import liveness
 
 
 def _lose_everything(settings) -> int:
@@ -103,6 +108,52 @@ def test_pages_a_worker_holds_unacked_are_not_republished(tmp_path, own_pg_url, 
             job = wait_for_job(client, job_id, timeout=120)
         assert job["status"] == "succeeded", job
         assert len(engine.requests()) == 1
+
+
+def test_a_page_held_by_a_dead_worker_is_republished_once_no_lease_names_it(tmp_path, own_pg_url, redis_url, s3):
+    """A message a killed worker held for later (a countdown) stays in Redis's unacked hash until the visibility
+    timeout. While a lease names it the sweeper leaves it (a lapsed lease's pages are recover_lapsed's); a message
+    its worker took after its last beat is named by none: then the sweeper publishes the page again, whatever else
+    waits in the queue, and drops the stale copy. No worker runs the lapsed-lease recovery here."""
+    settings = make_settings(home=tmp_path / "home", pg_url=own_pg_url, redis_url=redis_url, s3=s3,
+                             stale_requeue_after_s=1, heartbeat_interval_s=0.5, heartbeat_lapse_s=2,
+                             visibility_timeout_s=900)
+    ctx = WorkerContext(app=create_celery(settings), settings=settings)
+    with Stack(settings, logs=tmp_path) as stack:
+        client = stack.client(KEY_A)
+        job_id = client.post("/jobs", files={"file": ("w.png", word_image("held9"))}).json()["id"]
+        _lose_everything(settings)  # its prepare message: the page goes out below, with a countdown
+        with stack.services.db.session() as session:
+            assert states.start_job(session, job_id=job_id)
+            page_id = session.scalar(select(Page.id).where(Page.job_id == job_id))
+        dispatch.publish_pages(ctx.app, page_ids=[page_id], lane="bulk", countdown=600)
+        doomed = stack.start_worker()
+        with stack.services.db.session() as session:
+            wait_until(lambda: page_id in liveness.leased_pages(session), timeout=30, what="the page in a lease")
+        assert stale.requeue_stale(ctx)["pages"] == 0  # held by a live worker
+        doomed.kill()
+        assert stale.requeue_stale(ctx)["pages"] == 0  # its lapsed lease is recover_lapsed's
+        with stack.services.db.session() as session:  # as if taken after its last beat (and its lease taken back)
+            session.execute(delete(Lease).where(Lease.name.startswith(liveness.WORKER_PREFIX)))
+        # Another message waits in the page queue: the held page's is not among them, so it goes out all the same.
+        dispatch.publish_pages(ctx.app, page_ids=["not-a-page"], lane="bulk")
+        wait_until(lambda: stale.requeue_stale(ctx)["pages"] == 1, timeout=30, what="the held page republished")
+        assert depths_of(settings, [page_queue("bulk")]) == {page_queue("bulk"): 2}
+        assert not any(args[:1] == [page_id] for args in _held(settings))
+    ctx.close()
+
+
+def test_pages_sent_again_are_read_before_the_backlog(tmp_path, pg_url, redis_url, s3):
+    """A page a dead worker held had waited through its queue once: sent again, it goes ahead of what waits."""
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3)
+    app = create_celery(settings)
+    dispatch.publish_pages(app, page_ids=["waiting-1", "waiting-2"], lane="bulk")
+    dispatch.publish_pages(app, page_ids=["sent-again"], lane="bulk", ahead=True)
+    with app.connection_for_read() as connection:
+        queue = connection.SimpleQueue(page_queue("bulk"), no_ack=True)
+        order = [queue.get(timeout=5).headers["argsrepr"] for _ in range(3)]
+        queue.close()
+    assert order == ["['sent-again']", "['waiting-1']", "['waiting-2']"], order
 
 
 def _held(settings) -> list[list]:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import io
 import json
+import socket
 import uuid
+from contextlib import contextmanager
 
 import pytest
-from PIL import Image, ImageDraw, ImageFont
 from sqlalchemy import select
 
 from common.jobs.models import Page
 from common.orm import utcnow
-from common.queue.depth import depths_of
+from common.queue.depth import QueueDepths, depths_of
 from common.queue.leases import Lease
 from common.queue.names import (
     CONTROL_QUEUE,
@@ -25,20 +25,8 @@ from common.queue.names import (
 from common.webhooks.models import WebhookDelivery
 from tests.batches.support import word_image
 from tests.conftest import KEY_A, make_settings
-from tests.documents.hostile import FONT_LATIN
 from tests.support import webhook_receiver
 from tests.support.stack import Stack, beat_period, task_results, wait_for_job, wait_for_task_runs, wait_until
-
-
-def dense_page(word: str, lines: int = 20) -> bytes:
-    image = Image.new("RGB", (900, 1200), "white")
-    draw, font = ImageDraw.Draw(image), ImageFont.truetype(FONT_LATIN, 20)
-    for n in range(lines):
-        draw.text((20, 20 + n * 29), f"{word} line {n} of a page the engine reads for a while", font=font, fill="black")
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")
-    return buffer.getvalue()
-
 
 TIMERS = {"stale_requeue_after_s": 3, "sweep_interval_s": 2, "webhook_retry_schedule_s": [0, 0.5, 1]}
 
@@ -93,35 +81,37 @@ def test_worker_killed_between_a_jobs_last_page_and_its_event_delivers_it_once(c
 
 
 def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_minute(tmp_path_factory, own_pg_url,
-                                                                                      redis_url, s3):
+                                                                                      redis_url, s3, record_property):
     # A visibility timeout far past the test: only the heartbeat's lapse can bring the pages back in time.
     # Its own database: the workers run the sweepers, which would otherwise pick up other tests' leftovers.
     settings = make_settings(home=tmp_path_factory.mktemp("hb-home"), pg_url=own_pg_url, redis_url=redis_url, s3=s3,
                              heartbeat_interval_s=1, heartbeat_lapse_s=6, visibility_timeout_s=900, **TIMERS)
-    with Stack(settings, logs=tmp_path_factory.mktemp("hb-logs")) as stack:
+    with Stack(settings, logs=tmp_path_factory.mktemp("hb-logs")) as stack, black_hole() as store:
         client, db = stack.client(KEY_A), stack.services.db
-        # Pages of 20 lines take the engine a few seconds each, so the doomed worker holds its four long enough to
-        # be seen; six jobs, so what the survivor reads after the kill (its own and the four) fits in the minute.
-        jobs = [client.post("/jobs", files={"file": (f"hb{n}.png", dense_page(f"beat{n}"))},
-                            data={"output": "text"}).json()["id"] for n in range(6)]
-        # All six pages queued before the doomed worker starts, so it takes four at once: were the jobs split while
+        jobs = [client.post("/jobs", files={"file": (f"hb{n}.png", word_image(f"beat{n}"))},
+                            data={"output": "text"}).json()["id"] for n in range(3)]
+        # All three pages queued before the doomed worker starts, so it takes two at once: were the jobs split while
         # it read, it would hold one page at a time (seen on a loaded machine).
         splitter = stack.start_worker("--queues", f"{CONTROL_QUEUE},{PREPARE_BULK_QUEUE}")
-        wait_until(lambda: depths_of(settings, [page_queue("bulk")])[page_queue("bulk")] == len(jobs), timeout=60,
-                   what="the six pages queued")
+        wait_until(lambda: depths_of(settings, [page_queue("bulk")])[page_queue("bulk")] == len(jobs)
+                   and not held_messages(settings), timeout=60, what="the three pages queued and the splitter idle")
         splitter.stop()
-        # Both run the schedule; the doomed one holds 4 messages (1 running, 3 prefetched), the survivor 1.
-        doomed = stack.start_worker("--beat", extra_env={"OCRQ_WORKER_PREFETCH_MULTIPLIER": "4"})
-        stack.start_worker("--beat")
+        # Both run the schedule; the doomed one holds 2 messages (1 running, 1 prefetched), the survivor the third.
+        # The doomed one's storage never answers, so its running page stays running, however fast the machine. The
+        # survivor's two processes take both at once: what the test times is the recovery, not the survivor's reads
+        # (with four held pages and one process, the last started 63-65 s after the kill at load 5 to 23).
+        doomed = stack.start_worker("--beat", extra_env={"OCRQ_WORKER_PREFETCH_MULTIPLIER": "2",
+                                                         "OCRQ_S3_ENDPOINT_URL": store})
+        stack.start_worker("--beat", "--concurrency", "2")
 
         def doomed_holds() -> tuple[Lease, set[str]] | None:
             with db.session() as session:
                 lease = session.scalar(select(Lease).where(Lease.holder.endswith(f"pid {doomed.process.pid}")))
                 running = set(session.scalars(select(Page.id).where(
                     Page.job_id.in_(jobs), Page.status == "running", Page.claimed_by == (lease and lease.name))))
-            return (lease, running) if lease and running and len(lease.pages or []) >= 3 else None
+            return (lease, running) if lease and running and len(lease.pages or []) >= 2 else None
 
-        lease, running = wait_until(doomed_holds, timeout=60, what="the doomed worker holding 3 pages")
+        lease, running = wait_until(doomed_holds, timeout=60, what="the doomed worker holding 2 pages")
         killed_at = utcnow()
         doomed.kill()
         for job_id in jobs:
@@ -130,7 +120,24 @@ def test_a_killed_workers_running_and_prefetched_pages_are_read_again_within_a_m
             pages = {p.id: p for p in session.scalars(select(Page).where(Page.job_id.in_(jobs)))}
     held = set(lease.pages)
     assert running <= held and held - running, (running, held)
-    for page_id in held:
-        assert (pages[page_id].started_at - killed_at).total_seconds() <= 60, page_id
+    waited = {page_id: (pages[page_id].started_at - killed_at).total_seconds() for page_id in held}
+    record_property("kill_to_restart_s", round(max(waited.values()), 1))
+    assert max(waited.values()) <= 60, waited
     # Every read is a claim: the running page was read once more, every other page once.
     assert {p.id: p.attempts for p in pages.values()} == {p: 2 if p in running else 1 for p in pages}
+
+
+def held_messages(settings) -> list:
+    """The messages workers hold unacked (a prepare task the splitter has not acked would be given to the next)."""
+    reader = QueueDepths(settings, known=())
+    try:
+        return reader.held()
+    finally:
+        reader.close()
+
+
+@contextmanager
+def black_hole():
+    """An S3 endpoint URL on loopback that takes connections and never answers them."""
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as server:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"

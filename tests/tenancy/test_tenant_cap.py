@@ -15,6 +15,7 @@ from common.db import Database
 from common.jobs import states as job_states
 from common.jobs.models import Job, Page
 from common.orm import utcnow
+from common.queue.leases import Lease
 from common.settings import Settings
 from tests.documents.hostile import text_pdf
 from tests.support.rollback import RolledBackDatabase
@@ -96,6 +97,23 @@ def test_a_page_left_running_by_a_dead_worker_stops_counting(db, tmp_path):
     with db.session() as session:
         session.execute(update(Page).where(Page.id == pages[0]).values(
             started_at=utcnow() - timedelta(seconds=settings.task_time_limit_s + 61)))
+    assert claim(db, pages[1], settings) == 1
+
+
+def test_a_page_running_for_a_worker_whose_lease_lapsed_stops_counting(db, tmp_path):
+    # The worker group was killed: until a sweeper queues its page again, the page must not hold the tenant's cap.
+    settings = capped(tmp_path, 1)
+    _, pages = new_job(db, pages=2)
+    dead, alive = f"worker:dead-{uuid.uuid4().hex[:8]}", f"worker:alive-{uuid.uuid4().hex[:8]}"
+    with db.session() as session:
+        for name, expires_in in ((dead, -1), (alive, 30)):
+            session.add(Lease(name=name, holder=name, pages=[], beat_at=utcnow(),
+                              expires_at=utcnow() + timedelta(seconds=expires_in)))
+        assert job_states.claim_page(session, page_id=pages[0], worker=alive) == 1
+    with pytest.raises(tenant_cap.OverCap):  # a live claimer's page counts
+        claim(db, pages[1], settings)
+    with db.session() as session:
+        session.execute(update(Page).where(Page.id == pages[0]).values(claimed_by=dead))
     assert claim(db, pages[1], settings) == 1
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from sqlalchemy import exists, func, select, text, update
+from sqlalchemy import exists, func, or_, select, text, update
 from sqlalchemy.orm import Session, aliased
 
 from common.jobs import states as job_states
 from common.jobs.models import Job, Page
 from common.orm import statement_now, utcnow
+from common.queue.leases import Lease
 from common.settings import Settings
 from worker.context import WorkerContext
 from worker.jobs import routing
@@ -63,13 +64,16 @@ def _job_active():
 
 
 def _running_elsewhere(tenant_id: str, page_id: str, settings: Settings):
-    """The tenant's other running pages; one running past the hard time limit belongs to a dead worker."""
+    """The tenant's other running pages of live workers: one whose claimer's lease lapsed, or running past the hard
+    time limit, belongs to a dead worker and is queued again by a sweeper."""
     other, job = aliased(Page), aliased(Job)
-    alive_since = utcnow() - timedelta(seconds=settings.task_time_limit_s + 60)
+    now = utcnow()
+    alive_since = now - timedelta(seconds=settings.task_time_limit_s + 60)
+    claimer_alive = exists().where(Lease.name == other.claimed_by, Lease.expires_at >= now)
     return (
         select(func.count()).select_from(other).join(job, job.id == other.job_id)
         .where(job.tenant_id == tenant_id, other.status == "running", other.id != page_id,
-               other.started_at > alive_since)
+               other.started_at > alive_since, or_(other.claimed_by.is_(None), claimer_alive))
         .scalar_subquery()
     )
 

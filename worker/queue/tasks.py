@@ -1,20 +1,11 @@
-"""The queue's own task, and the retry rule every task of ocrq shares."""
+"""The retry rule every task of ocrq shares."""
 
 from __future__ import annotations
 
-from celery import shared_task
-
 from common.outages import TASK_RETRY_TYPES
-from common.queue import names
-from worker.context import context_of
-from worker.queue import liveness
 
 # While the database or storage is unreachable a task tries again later instead of failing: every task is
 # idempotent, and the sweepers would find its work anyway, only later. Periodic sweeps just wait for the next run.
 RETRY_OUTAGES = {"autoretry_for": TASK_RETRY_TYPES, "retry_backoff": 2, "retry_backoff_max": 30,
                  "retry_jitter": True, "max_retries": 40}
 
-
-@shared_task(name=names.RECOVER_LAPSED, bind=True)
-def recover_lapsed(self) -> int:
-    return liveness.recover_lapsed(context_of(self.app))
