@@ -9,7 +9,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from common import faults
+from common import faults, listing
 from common.batches import objects as batch_objects
 from common.batches.models import Batch, BatchItem
 from common.batches.objects import S3Prefix
@@ -123,6 +123,16 @@ def get_batch(session: Session, *, tenant_id: str, batch_id: str) -> Batch:
     if batch is None:
         raise NotFound(batch_id)
     return batch
+
+
+def list_batches(session: Session, *, tenant_id: str, status: tuple[str, ...], cursor: str | None,
+                 limit: int) -> tuple[list[Batch], str | None]:
+    """The tenant's batches, newest first, and the cursor of the next page."""
+    query = select(Batch).where(Batch.tenant_id == tenant_id)
+    if status:
+        query = query.where(Batch.status.in_(status))
+    rows = list(session.scalars(listing.newest_first(query, Batch, cursor=cursor, limit=limit)))
+    return listing.page(rows, limit=limit)
 
 
 def cancel_batch(svc: Services, *, tenant_id: str, batch_id: str) -> Batch:
