@@ -12,7 +12,8 @@ from common.orm import Base, new_id, utcnow
 
 class Job(Base):
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_tenant_created", "tenant_id", "created_at", "id"), Index("ix_jobs_status", "status"),
+    __table_args__ = (Index("ix_jobs_tenant_created", "tenant_id", "created_at", "id"),
+                      Index("ix_jobs_status", "status"),
                       Index("ix_jobs_tenant_status_created", "tenant_id", "status", "created_at", "id"),
                       Index("ix_jobs_finished_at", "finished_at"), Index("ix_jobs_erased_at", "erased_at"))
 

@@ -101,7 +101,7 @@ class PageList(BaseModel):
     pages_total: int
     pages: list[PageText]
     next_after: int | None = Field(description="give it as `after` for what follows (a page still running below a "
-                                               "finished one comes again); null once the job has ended and all is shown")
+                                               "finished one comes again); null once the job ended and all is shown")
 
 
 class JobAccepted(BaseModel):
