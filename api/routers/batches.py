@@ -76,6 +76,13 @@ def cancel_batch(batch_id: str, request: Request, svc: ServicesDep, session: Ses
     return view(request, session, batch)
 
 
+@router.post("/{batch_id}/erase", response_model=BatchView, responses={202: {}, 404: {}})
+def erase_batch(batch_id: str, request: Request, svc: ServicesDep, session: SessionDep, tenant: TenantDep) -> Response:
+    """Erase the batch with every job of it (as POST /jobs/{id}/erase); 202 while storage is unreachable."""
+    batch, pending = batches.erase_batch(svc, tenant_id=tenant, batch_id=batch_id)
+    return JSONResponse(view(request, session, batch).model_dump(mode="json"), status_code=202 if pending else 200)
+
+
 def view(request: Request, session, batch: Batch) -> BatchView:
     state = progress(session, batch=batch)
     return BatchView(

@@ -17,7 +17,7 @@ from api.errors import problem
 from api.idempotency import IdempotencyKeyHeader, replayed
 from common import listing
 from common.errors import Rejected
-from common.jobs import pdf_results, results
+from common.jobs import erase, pdf_results, results
 from common.jobs import service as jobs
 from common.jobs.schemas import (
     JobAccepted,
@@ -226,6 +226,20 @@ def _attachment(job, fmt: str) -> dict[str, str]:
     stem = (job.filename or job.id).rsplit(".", 1)[0]
     name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem)[:120] or job.id
     return {"Content-Disposition": f'attachment; filename="{name}.pdf"'}
+
+
+@router.post("/{job_id}/erase", response_model=JobSummary, status_code=200, responses={202: {}, 404: {}})
+def erase_job(job_id: str, request: Request, svc: ServicesDep, tenant: TenantDep) -> Response:
+    """Erase the job now: cancel it if it runs, delete its source, results, PDF, page texts and webhook bodies,
+    and keep a tombstone (id, counts, timestamps, `erased_at`). 200 when done; 202 while storage is unreachable
+    (the retention sweep finishes it). Erasing again answers the same."""
+    with svc.db.session() as session:
+        job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
+    done = erase.erase_job(svc, job=job)
+    with svc.db.session() as session:
+        job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
+        body = JobSummary(**summary(request, svc, job)).model_dump(mode="json")
+    return JSONResponse(body, status_code=200 if done else 202)
 
 
 @router.delete("/{job_id}", response_model=JobAccepted, responses={404: {}})

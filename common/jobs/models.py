@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from common.orm import Base, new_id, utcnow
@@ -46,6 +46,7 @@ class Job(Base):
     event_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # When the tenant asked for the job to be erased; the row stays as a tombstone (common.jobs.erase).
     erased_at: Mapped[datetime | None]
+    erase_pending: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     enqueued_at: Mapped[datetime | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]

@@ -20,6 +20,7 @@ depends_on = None
 def upgrade() -> None:
     op.add_column("jobs", sa.Column("event_seq", sa.Integer(), nullable=False, server_default="0"))
     op.add_column("jobs", sa.Column("erased_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("jobs", sa.Column("erase_pending", sa.Boolean(), nullable=False, server_default=sa.false()))
     op.add_column("pages", sa.Column("event_seq", sa.Integer(), nullable=True))
     op.add_column("batches", sa.Column("erased_at", sa.DateTime(timezone=True), nullable=True))
     # Newest first by (created_at, id): the list's order and its cursor, with or without a status filter.
@@ -41,5 +42,6 @@ def downgrade() -> None:
     op.create_index("ix_jobs_tenant_created", "jobs", ["tenant_id", "created_at"])
     op.drop_column("batches", "erased_at")
     op.drop_column("pages", "event_seq")
+    op.drop_column("jobs", "erase_pending")
     op.drop_column("jobs", "erased_at")
     op.drop_column("jobs", "event_seq")
