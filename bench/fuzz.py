@@ -52,7 +52,8 @@ def seed(server: EmbeddedServer, folder: Path) -> dict[str, str]:
     """One finished job of the campaign's tenant, whose id the keyed routes are given half the time."""
     headers = {"Authorization": f"Bearer {server.key}"}
     pdf = text_pdf(folder / "seed.pdf", ["A seeded page for the campaign."], page_size=(612, 160))
-    job_id = httpx.post(f"{server.url}/jobs", headers=headers, files={"file": ("seed.pdf", pdf.read_bytes())}).json()["id"]
+    job_id = httpx.post(f"{server.url}/jobs", headers=headers,
+                        files={"file": ("seed.pdf", pdf.read_bytes())}).json()["id"]
     deadline = time.monotonic() + 300
     while httpx.get(f"{server.url}/jobs/{job_id}", headers=headers).json()["status"] not in ("succeeded", "failed"):
         if time.monotonic() > deadline:
