@@ -24,6 +24,7 @@ CROSS_TENANT = [
     ("GET", "/jobs/{job_id}"),
     ("GET", "/jobs/{job_id}/result"),
     ("GET", "/jobs/{job_id}/pages"),
+    ("GET", "/jobs/{job_id}/events"),
     ("DELETE", "/jobs/{job_id}"),
     ("POST", "/jobs/{job_id}/erase"),
     ("GET", "/jobs/{job_id}/webhooks"),
@@ -31,6 +32,7 @@ CROSS_TENANT = [
     ("GET", "/batches/{batch_id}"),
     ("DELETE", "/batches/{batch_id}"),
     ("POST", "/batches/{batch_id}/erase"),
+    ("GET", "/batches/{batch_id}/events"),
 ]
 UNKNOWN = "0123456789abcdef0123456789abcdef"
 
@@ -51,6 +53,9 @@ def owned(tenancy_stack, tmp_path_factory):
     batch = client.post("/batches", json={"input_prefix": f"s3://{USER_BUCKET}/iso-in-{prefix}/",
                                           "output_prefix": f"s3://{USER_BUCKET}/iso-out-{prefix}/"})
     assert batch.status_code == 202, batch.text
+    # Ended, so that tenant A's own GET of its event stream ends too.
+    wait_until(lambda: client.get(f"/batches/{batch.json()['id']}").json()["status"] == "completed", timeout=60,
+               what="the empty batch to complete")
     return {"job_id": job_id, "delivery_id": deliveries[0]["id"], "batch_id": batch.json()["id"]}
 
 
