@@ -73,11 +73,12 @@ def main() -> None:
                                                                ((100, 100),) * args.pages))
             session.execute(Page.__table__.update().where(Page.job_id == job.id).values(status="running"))
         polls = {"0.25": {}, "0.05": {}}
-        apis = [ApiProcess(settings, log=Path(home) / f"api-{poll}.log", extra_env={"OCRQ_EVENTS_POLL_S": poll})
-                for poll in polls]
+        apis = []
         try:
-            for api in apis:
-                api.wait_ready()
+            # One after the other: two API processes starting at once on a fresh database race to seed the keys.
+            for poll in polls:
+                apis.append(ApiProcess(settings, log=Path(home) / f"api-{poll}.log",
+                                       extra_env={"OCRQ_EVENTS_POLL_S": poll}).wait_ready())
             followers = []
             for api, arrivals in zip(apis, polls.values(), strict=True):
                 ready = threading.Event()
