@@ -33,18 +33,11 @@ sys.path.insert(0, str(ROOT))
 from tests.documents.hostile import text_pdf  # noqa: E402
 from tests.support.embedded import EmbeddedServer  # noqa: E402
 
-NO_DNS = '''import ipaddress, socket
-_real = socket.getaddrinfo
-def _literal_only(host, *args, **kwargs):
-    name = host.decode() if isinstance(host, bytes) else str(host)
-    if name != "localhost":
-        try:
-            ipaddress.ip_address(name.strip("[]"))
-        except ValueError:
-            raise socket.gaierror(socket.EAI_NONAME, "name resolution is off in this campaign") from None
-    return _real(host, *args, **kwargs)
-socket.getaddrinfo = _literal_only
-'''
+NO_DNS = f"""import sys
+sys.path.insert(0, {str(ROOT)!r})
+from tests.support.no_dns import install
+install()
+"""
 UNHANDLED = re.compile(r"unhandled error|Traceback \(most recent call last\)")
 
 
