@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from botocore.exceptions import ParamValidationError
@@ -159,13 +159,18 @@ def list_jobs(session: Session, *, tenant_id: str, filters: JobFilters, cursor: 
     if filters.batch_id:
         query = query.where(Job.batch_id == filters.batch_id)
     if filters.created_after:
-        query = query.where(Job.created_at > filters.created_after)
+        query = query.where(Job.created_at > _utc(filters.created_after))
     if filters.created_before:
-        query = query.where(Job.created_at < filters.created_before)
+        query = query.where(Job.created_at < _utc(filters.created_before))
     for key, value in filters.metadata:
         query = query.where(Job.meta[key].as_string() == value)
     rows = list(session.scalars(listing.newest_first(query, Job, cursor=cursor, limit=limit)))
     return listing.page(rows, limit=limit)
+
+
+def _utc(moment: datetime) -> datetime:
+    """A time without an offset is UTC; one with is turned to UTC (SQLite compares the stored text)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def pages_of(session: Session, *, job_id: str) -> list[Page]:

@@ -4,7 +4,7 @@ jobs arrive, every filter, and nothing of tenant A's in tenant B's lists by any 
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -91,6 +91,9 @@ def test_every_filter(stack, seeded):
     window = {"created_after": (start + timedelta(seconds=9.5)).isoformat(),
               "created_before": (start + timedelta(seconds=12.5)).isoformat()}
     assert listed(a, **window)[0] == [ids[12], ids[11], ids[10]]
+    in_paris = {name: datetime.fromisoformat(value).astimezone(timezone(timedelta(hours=1))).isoformat()
+                for name, value in window.items()}
+    assert listed(a, **in_paris)[0] == [ids[12], ids[11], ids[10]]
     assert listed(a, **{"metadata.parity": "odd", "metadata.n": "7"})[0] == [ids[7]]
     assert listed(a, **{"metadata.n": "no such value"})[0] == []
 
