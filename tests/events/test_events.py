@@ -23,7 +23,9 @@ A = {"Authorization": f"Bearer {KEY_A}"}
 def apis(stack, settings, tmp_path_factory):
     """Two API processes beside the session stack's worker."""
     logs = tmp_path_factory.mktemp("events-api")
-    started = [ApiProcess(settings, log=logs / f"api-{n}.log") for n in range(2)]
+    # A heartbeat after half a second of silence, so that one shows between pages that take seconds each.
+    started = [ApiProcess(settings, log=logs / f"api-{n}.log", extra_env={"OCRQ_EVENTS_HEARTBEAT_S": "0.5"})
+               for n in range(2)]
     try:
         yield [api.wait_ready() for api in started]
     finally:
@@ -31,11 +33,14 @@ def apis(stack, settings, tmp_path_factory):
             api.stop()
 
 
-def read_events(response: httpx.Response, *, stop_after: int | None = None) -> list[dict]:
+def read_events(response: httpx.Response, *, stop_after: int | None = None,
+                comments: list[str] | None = None) -> list[dict]:
     """Parse the stream until it ends (or `stop_after` events), noting when each event arrived."""
     events, current = [], {}
     for line in response.iter_lines():
-        if line.startswith(("id:", "event:", "data:")):
+        if line.startswith(":") and comments is not None:
+            comments.append(line)
+        elif line.startswith(("id:", "event:", "data:")):
             field, _, value = line.partition(":")
             current[field] = value.strip()
         elif line == "" and "event" in current:
@@ -60,8 +65,10 @@ def test_a_client_on_the_other_api_follows_pages_in_order_and_resumes(apis, tmp_
         running = httpx.get(f"{follower.url}/jobs/{job_id}/pages", headers=A).json()
     assert [e["type"] for e in first] == ["page.done"] * 3, first
     assert running["status"] == "running" and len(running["pages"]) >= 3 and running["next_after"] is not None
+    heartbeats: list[str] = []
     with httpx.stream("GET", url, headers=A | {"Last-Event-ID": str(first[-1]["id"])}, timeout=60) as response:
-        rest = read_events(response)
+        rest = read_events(response, comments=heartbeats)
+    assert heartbeats and set(heartbeats) == {": keep-alive"}
     every = first + rest
     ids = [e["id"] for e in every]
     assert ids == sorted(set(ids)), ids  # nothing twice, in order
