@@ -26,7 +26,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created, row_id = json.loads(raw)
         if not isinstance(row_id, str) or not isinstance(created, str):
-            raise ValueError("wrong shape")
+            raise TypeError("not a [time, id] pair")
         return datetime.fromisoformat(created), row_id
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
         raise Rejected(422, "the cursor is not one this service handed out", code="invalid_cursor") from None

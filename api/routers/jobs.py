@@ -119,13 +119,13 @@ def summary(request: Request, svc: Services, job) -> dict:
     download = None
     if job.result_key:
         download = svc.storage.presign(results.object_key(job.result_key, job.output), ttl_s=svc.settings.presign_ttl_s)
-    return dict(
-        id=job.id, status=job.status, source=job.source_kind, filename=job.filename, output=job.output,
-        priority=job.priority, batch_id=job.batch_id, pages_total=job.pages_total, pages_done=job.pages_done,
-        pages_failed=job.pages_failed, error=job.error, metadata=job.meta, created_at=job.created_at,
-        started_at=job.started_at, finished_at=job.finished_at, expired_at=job.expired_at, erased_at=job.erased_at,
-        links=links(request, job.id, download),
-    )
+    return {
+        "id": job.id, "status": job.status, "source": job.source_kind, "filename": job.filename,
+        "output": job.output, "priority": job.priority, "batch_id": job.batch_id, "pages_total": job.pages_total,
+        "pages_done": job.pages_done, "pages_failed": job.pages_failed, "error": job.error, "metadata": job.meta,
+        "created_at": job.created_at, "started_at": job.started_at, "finished_at": job.finished_at,
+        "expired_at": job.expired_at, "erased_at": job.erased_at, "links": links(request, job.id, download),
+    }
 
 
 @router.get("", response_model=JobList, responses={422: {}})

@@ -16,7 +16,7 @@ from tests.support.embedded import ROOT
 def ocrq(server, *args: str) -> subprocess.CompletedProcess:
     env = {"OCRQ_HOME": str(server.home), "PATH": "/usr/bin:/bin", "OCRQ_URL": server.url}
     return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=180)
+                          text=True, timeout=180, check=False)
 
 
 def test_list_watch_and_erase_on_the_embedded_default(embedded_server):
