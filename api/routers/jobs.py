@@ -85,7 +85,7 @@ async def create_job(request: Request, svc: ServicesDep, tenant: TenantDep,
             body = JobFromSource.model_validate_json(await request.body())
         except ValidationError as exc:
             raise Rejected(422, uploads.validation_message(exc), code="invalid_body") from exc
-        kind, uri = ("url", body.source_url) if body.source_url else ("s3", body.s3_uri)
+        kind, uri = ("url", body.source_url) if body.source_url is not None else ("s3", body.s3_uri)
         source, options = Source(kind=kind, uri=uri, profile=body.source_profile), body
     else:
         raise Rejected(415, "send multipart/form-data with a file, or application/json with source_url or s3_uri")

@@ -26,7 +26,7 @@ class JobOptions(BaseModel):
 class JobFromSource(JobOptions):
     """A job whose document is fetched by the service: exactly one of source_url or s3_uri."""
 
-    source_url: str | None = Field(default=None, max_length=4096)
+    source_url: str | None = Field(default=None, min_length=1, max_length=4096)
     # The bucket as botocore accepts it; S3's stricter rules are checked with the grants (common.tenancy.s3_grants).
     s3_uri: str | None = Field(default=None, max_length=2048, pattern=r"^s3://[a-zA-Z0-9.\-_]{1,255}/.+")
     source_profile: str | None = Field(default=None, max_length=64,
