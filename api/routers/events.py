@@ -23,12 +23,13 @@ from common.services import Services
 router = APIRouter(tags=["events"])
 STREAM = {200: {"content": {"text/event-stream": {}}, "description": "a stream of events"}, 404: {}, 410: {},
           422: {}}
+MAX_EVENT_ID = 10**9
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=20)]
 
 
 @router.get("/jobs/{job_id}/events", response_class=StreamingResponse, responses=STREAM)
 async def job_events(job_id: str, svc: ServicesDep, tenant: TenantDep, last_event_id: LastEventId = None,
-                     after: Annotated[int | None, Query(ge=0, le=10**9)] = None):
+                     after: Annotated[int | None, Query(ge=0, le=MAX_EVENT_ID)] = None):
     """`page.done`, `page.failed`, then `job.succeeded`, `job.failed` or `job.canceled`, which ends the stream.
     Each event has an `id:`; reconnecting with `Last-Event-ID` (or `?after=`) resumes after it."""
     start = _start(last_event_id, after)
@@ -44,7 +45,7 @@ async def job_events(job_id: str, svc: ServicesDep, tenant: TenantDep, last_even
 
 @router.get("/batches/{batch_id}/events", response_class=StreamingResponse, responses=STREAM)
 async def batch_events(batch_id: str, svc: ServicesDep, tenant: TenantDep, last_event_id: LastEventId = None,
-                       after: Annotated[int | None, Query(ge=0, le=10**9)] = None):
+                       after: Annotated[int | None, Query(ge=0, le=MAX_EVENT_ID)] = None):
     """`batch.progress` as objects end (with the counts), then `batch.completed` (or `.failed`, `.canceled`)."""
     start = _start(last_event_id, after)
     await run_in_threadpool(_owned, svc, lambda s: batches.get_batch(s, tenant_id=tenant, batch_id=batch_id))
@@ -59,7 +60,7 @@ async def batch_events(batch_id: str, svc: ServicesDep, tenant: TenantDep, last_
 def _start(last_event_id: str | None, after: int | None) -> int:
     if last_event_id is None:
         return after or 0
-    if not last_event_id.isdigit():
+    if not (last_event_id.isascii() and last_event_id.isdigit()) or int(last_event_id) > MAX_EVENT_ID:
         raise Rejected(422, "Last-Event-ID must be an id this stream sent", code="invalid_event_id")
     return int(last_event_id)
 

@@ -91,8 +91,9 @@ def test_tenant_b_cannot_follow_or_read_pages_of_as_job(apis, stack):
     for path in (f"/jobs/{job_id}/events", f"/jobs/{job_id}/pages"):
         response = httpx.get(f"{apis[1].url}{path}", headers={"Authorization": f"Bearer {KEY_B}"}, timeout=10)
         assert (response.status_code, response.json()["code"]) == (404, "not_found"), (path, response.text)
-    bad = httpx.get(f"{apis[1].url}/jobs/{job_id}/events", headers=A | {"Last-Event-ID": "x"}, timeout=10)
-    assert bad.status_code == 422
+    for bad_id in ("x", "99999999999999999999", "-1"):
+        bad = httpx.get(f"{apis[1].url}/jobs/{job_id}/events", headers=A | {"Last-Event-ID": bad_id}, timeout=10)
+        assert (bad.status_code, bad.json()["code"]) == (422, "invalid_event_id"), bad_id
 
 
 def text_pdf_bytes() -> bytes:
