@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -99,6 +101,48 @@ class Client:
         if response.status_code != 200:
             raise ClientError(f"{job_id}: {response.status_code} {_detail(response)}")
         return response.content
+
+
+    def jobs(self, *, status: list[str] | None = None, limit: int = 20) -> dict:
+        response = self.request("GET", "/jobs", params={"status": status or [], "limit": limit})
+        if response.status_code != 200:
+            raise ClientError(f"listing jobs: {response.status_code} {_detail(response)}")
+        return response.json()
+
+    def erase(self, job_id: str) -> bool:
+        """True once erased; False while the server waits for its storage to finish it."""
+        response = self.request("POST", f"/jobs/{job_id}/erase")
+        if response.status_code not in (200, 202):
+            raise ClientError(f"{job_id}: {response.status_code} {_detail(response)}")
+        return response.status_code == 200
+
+    def events(self, job_id: str) -> Iterator[tuple[str, dict]]:
+        """The job's live events as (type, data), reconnecting with Last-Event-ID if the stream drops."""
+        last: str | None = None
+        while True:
+            headers = {"Last-Event-ID": last} if last else {}
+            try:
+                with self.http.stream("GET", f"/jobs/{job_id}/events", headers=headers, timeout=None) as response:
+                    if response.status_code != 200:
+                        response.read()
+                        raise ClientError(f"{job_id}: {response.status_code} {_detail(response)}")
+                    fields: dict[str, str] = {}
+                    for line in response.iter_lines():
+                        if line:
+                            name, _, value = line.partition(":")
+                            fields[name] = value.removeprefix(" ")
+                            continue
+                        if "event" in fields:
+                            last = fields.get("id", last)
+                            yield fields["event"], json.loads(fields.get("data") or "{}")
+                            if fields["event"].startswith("job."):
+                                return
+                        fields = {}
+                return
+            except httpx.ConnectError as exc:
+                raise ClientError(f"cannot reach ocrq at {self.url}: is `ocrq serve` (or `ocrq api`) running?") from exc
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                time.sleep(1)  # the stream dropped: resume after the last event seen
 
 
 def _detail(response: httpx.Response) -> str:

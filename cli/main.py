@@ -172,6 +172,61 @@ def status(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
         raise typer.Exit(2) from exc
 
 
+@app.command("jobs")
+def jobs_list(status: Annotated[list[str] | None, typer.Option(help="Only jobs in this status (repeatable).")] = None,
+              limit: Annotated[int, typer.Option(min=1, max=200, help="How many, newest first.")] = 20,
+              as_json: Annotated[bool, typer.Option("--json", help="Print the API's answer as JSON.")] = False,
+              url: UrlOpt = None, key: KeyOpt = None) -> None:
+    """List your jobs, newest first."""
+    import json
+
+    from rich.console import Console
+
+    from cli.client import Client, ClientError
+    from cli.manage import jobs_table
+
+    try:
+        listing = Client(url=url, key=key).jobs(status=status, limit=limit)
+    except ClientError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps(listing, indent=2))
+    else:
+        Console().print(jobs_table(listing))
+
+
+@app.command()
+def watch(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
+    """Follow a job's pages live (its event stream) with a progress bar; exit 0 if it succeeded."""
+    from rich.console import Console
+
+    from cli.client import Client, ClientError
+    from cli.manage import watch as follow
+
+    console = Console(stderr=True)
+    try:
+        status = follow(Client(url=url, key=key), job_id, console)
+    except ClientError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"{job_id} {status}")
+    raise typer.Exit(0 if status == "succeeded" else 1)
+
+
+@app.command()
+def erase(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
+    """Erase a job now: its document, text and results are deleted; a tombstone with its counts remains."""
+    from cli.client import Client, ClientError
+
+    try:
+        done = Client(url=url, key=key).erase(job_id)
+    except ClientError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"{job_id} erased" if done else f"{job_id} erased; its stored files go once storage answers again")
+
+
 @app.command()
 def result(job_id: str, format: str | None = None, url: UrlOpt = None, key: KeyOpt = None,
            out: Annotated[Path | None, typer.Option(help="Write the result to this file.")] = None) -> None:

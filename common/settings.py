@@ -171,6 +171,10 @@ class Settings(BaseSettings):
     upload_retention_days: int = Field(default=7, ge=0)
     result_retention_days: int = Field(default=30, ge=0)
     retention_sweep_interval_s: float = Field(default=3600.0, gt=0)
+    # Live events (GET /jobs/{id}/events): how often an open stream reads the database for new events, and how
+    # long it may stay silent before a comment line keeps proxies from closing it.
+    events_poll_s: float = Field(default=0.25, gt=0, le=10)
+    events_heartbeat_s: float = Field(default=15.0, gt=0)
 
     # S3 grants as JSON: {"name": {"tenants": [...], "read": ["bucket/prefix/"], "write": [...], "access_key_id": ...}}.
     # Without one, no tenant reads or writes any bucket through s3_uri or batches.

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from api.deps import ServicesDep, SessionDep, TenantDep
 from api.idempotency import IdempotencyKeyHeader, replayed
+from common import listing
 from common.batches import service as batches
 from common.batches.models import Batch
 from common.batches.objects import S3Prefix
 from common.batches.progress import progress
-from common.batches.schemas import BatchAccepted, BatchCreate, BatchLinks, BatchPages, BatchRates, BatchView
+from common.batches.schemas import (
+    BatchAccepted,
+    BatchCreate,
+    BatchLinks,
+    BatchList,
+    BatchPages,
+    BatchRates,
+    BatchStatus,
+    BatchView,
+)
 from common.tenancy import idempotency
 
 router = APIRouter(prefix="/batches", tags=["batches"])
@@ -39,6 +51,17 @@ def create_batch(body: BatchCreate, request: Request, svc: ServicesDep, tenant: 
     return JSONResponse(accepted(batch), status_code=202)
 
 
+@router.get("", response_model=BatchList, responses={422: {}})
+def list_batches(request: Request, session: SessionDep, tenant: TenantDep,
+                 status: Annotated[list[BatchStatus] | None, Query()] = None,
+                 cursor: Annotated[str | None, Query(max_length=512)] = None,
+                 limit: Annotated[int, Query(ge=1, le=listing.MAX_LIMIT)] = 50) -> BatchList:
+    """The tenant's batches, newest first, with their progress; `next` is the cursor of the following page."""
+    rows, after = batches.list_batches(session, tenant_id=tenant, status=tuple(status or ()), cursor=cursor,
+                                       limit=limit)
+    return BatchList(batches=[view(request, session, batch) for batch in rows], next=after)
+
+
 @router.get("/{batch_id}", response_model=BatchView, responses={404: {}})
 def get_batch(batch_id: str, request: Request, session: SessionDep, tenant: TenantDep) -> BatchView:
     """Counts of objects by state, pages, rates and ETA."""
@@ -53,6 +76,13 @@ def cancel_batch(batch_id: str, request: Request, svc: ServicesDep, session: Ses
     return view(request, session, batch)
 
 
+@router.post("/{batch_id}/erase", response_model=BatchView, responses={202: {}, 404: {}})
+def erase_batch(batch_id: str, request: Request, svc: ServicesDep, session: SessionDep, tenant: TenantDep) -> Response:
+    """Erase the batch with every job of it (as POST /jobs/{id}/erase); 202 while storage is unreachable."""
+    batch, pending = batches.erase_batch(svc, tenant_id=tenant, batch_id=batch_id)
+    return JSONResponse(view(request, session, batch).model_dump(mode="json"), status_code=202 if pending else 200)
+
+
 def view(request: Request, session, batch: Batch) -> BatchView:
     state = progress(session, batch=batch)
     return BatchView(
@@ -63,5 +93,5 @@ def view(request: Request, session, batch: Batch) -> BatchView:
         pages=BatchPages(total=state.pages_total, done=state.pages_done, failed=state.pages_failed),
         rates=BatchRates(objects_per_s=state.objects_per_s, pages_per_s=state.pages_per_s), eta_s=state.eta_s,
         error=batch.error, manifest=batch.manifest_key, created_at=batch.created_at, listed_at=batch.listed_at,
-        finished_at=batch.finished_at, links=links(request, batch),
+        finished_at=batch.finished_at, erased_at=batch.erased_at, links=links(request, batch),
     )

@@ -1,4 +1,5 @@
-// The ocrq page: submit files with the pasted key, poll each job, show its markdown beside the page.
+// The ocrq page: submit files with the pasted key, poll each job, show its pages' text as each is read, and list
+// the tenant's recent jobs.
 (function () {
   "use strict";
 
@@ -137,6 +138,7 @@
       const job = await response.json();
       card.jobId = job.id;
       update(card, job);
+      loadRecent();
       poll(card);
     } catch (err) {
       setStatus(card, "not sent");
@@ -164,6 +166,7 @@
       showError(card, "");
       update(card, job);
       if (TERMINAL.has(job.status)) return finish(card, job);
+      if (job.pages_done > (card.pagesShown || 0)) await showPages(card);
     } catch (err) {
       if (err.retryAfter === undefined) return showError(card, err.message);
       showError(card, err.message);
@@ -172,7 +175,31 @@
     setTimeout(() => poll(card), wait);
   }
 
+  // The pages read so far, in page order, while the job runs (GET /jobs/{id}/pages); the full result replaces them.
+  async function showPages(card) {
+    const response = await api(`/jobs/${card.jobId}/pages?after=${card.after || 0}&format=markdown`);
+    if (!response.ok) return;
+    const body = await response.json();
+    const result = $(".result", card.node);
+    if (!card.pagesShown) result.textContent = "";
+    for (const page of body.pages) {
+      let section = result.querySelector(`section[data-page="${page.page}"]`);
+      if (!section) {
+        section = document.createElement("section");
+        section.className = "page-text";
+        section.dataset.page = page.page;
+        const later = [...result.children].find((node) => Number(node.dataset.page) > page.page);
+        result.insertBefore(section, later || null);
+        card.pagesShown = (card.pagesShown || 0) + 1;
+      }
+      section.innerHTML = page.status === "succeeded" ? window.ocrqMarkdown.render(page.text || "") : "";
+      if (page.status !== "succeeded") section.textContent = `Page ${page.page} could not be read: ${page.error}`;
+    }
+    if (body.next_after !== null) card.after = body.next_after;
+  }
+
   async function finish(card, job) {
+    loadRecent();
     const result = $(".result", card.node);
     result.setAttribute("aria-busy", "false");
     if (job.status !== "succeeded") {
@@ -193,20 +220,74 @@
 
   async function download(card, format) {
     try {
-      const response = await api(`/jobs/${card.jobId}/result?format=${encodeURIComponent(format)}`);
-      if (!response.ok) throw new ApiError(`Download failed (${response.status}): ${await detail(response)}`);
-      const url = URL.createObjectURL(await response.blob());
-      const link = document.createElement("a");
-      link.href = url;
-      link.download = `${card.stem}.${EXTENSIONS[format]}`;
-      document.body.append(link);
-      link.click();
-      link.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60000);
+      await save(card.jobId, card.stem, format);
     } catch (err) {
       showError(card, err.message);
     }
   }
+
+  async function save(jobId, stem, format) {
+    const response = await api(`/jobs/${jobId}/result?format=${encodeURIComponent(format)}`);
+    if (!response.ok) throw new ApiError(`Download failed (${response.status}): ${await detail(response)}`);
+    const url = URL.createObjectURL(await response.blob());
+    const link = document.createElement("a");
+    link.href = url;
+    link.download = `${stem}.${EXTENSIONS[format]}`;
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+  }
+
+  // "Your jobs": the key's 20 newest jobs (GET /jobs), each with its status, pages and a download of its text.
+  async function loadRecent() {
+    const table = $("#recent");
+    const empty = $("#no-recent");
+    if (!keyInput.value.trim()) return;
+    try {
+      const response = await api("/jobs?limit=20");
+      if (!response.ok) throw new ApiError(`Could not list your jobs (${response.status}): ${await detail(response)}`);
+      const { jobs } = await response.json();
+      const rows = $("tbody", table);
+      rows.textContent = "";
+      for (const job of jobs) rows.append(recentRow(job));
+      table.hidden = !jobs.length;
+      empty.hidden = !!jobs.length;
+      empty.textContent = jobs.length ? "" : "This key has sent no job yet.";
+    } catch (err) {
+      empty.hidden = false;
+      empty.textContent = err.message;
+    }
+  }
+
+  function recentRow(job) {
+    const row = document.createElement("tr");
+    const name = job.filename || job.id;
+    const failed = job.pages_failed ? ` (${job.pages_failed} failed)` : "";
+    const cells = [name, job.erased_at ? `${job.status}, erased` : job.status,
+      `${job.pages_done} / ${job.pages_total}${failed}`, new Date(job.created_at).toLocaleString()];
+    for (const text of cells) {
+      const cell = document.createElement("td");
+      cell.textContent = text;
+      row.append(cell);
+    }
+    const links = document.createElement("td");
+    if (job.status === "succeeded" && !job.erased_at && !job.expired_at) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = "Download markdown";
+      button.setAttribute("aria-label", `Download markdown of ${name}`);
+      button.addEventListener("click", () => save(job.id, name.replace(/\.[^.]+$/, ""), "markdown")
+        .catch((err) => showNotice(err.message)));
+      links.append(button);
+    }
+    row.append(links);
+    return row;
+  }
+
+  $("#refresh-recent").addEventListener("click", loadRecent);
+  keyInput.addEventListener("change", loadRecent);
+  loadRecent();
 
   function addFiles(files) {
     if (!files.length) return;

@@ -16,7 +16,7 @@ ItemId = BigInteger().with_variant(Integer(), "sqlite")
 class Batch(Base):
     __tablename__ = "batches"
     __table_args__ = (
-        Index("ix_batches_tenant_created", "tenant_id", "created_at"),
+        Index("ix_batches_tenant_created", "tenant_id", "created_at", "id"),
         Index("ix_batches_status", "status"),
     )
 
@@ -48,6 +48,7 @@ class Batch(Base):
     listed_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     progress_sent_at: Mapped[datetime | None]
+    erased_at: Mapped[datetime | None]
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 

@@ -82,4 +82,10 @@ class BatchView(BaseModel):
     created_at: datetime
     listed_at: datetime | None
     finished_at: datetime | None
+    erased_at: datetime | None = Field(default=None, description="when the tenant erased the batch and its jobs")
     links: BatchLinks
+
+
+class BatchList(BaseModel):
+    batches: list[BatchView]
+    next: str | None = Field(description="the cursor of the next page; null on the last")

@@ -6,15 +6,16 @@ import logging
 from collections.abc import Callable
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
-from sqlalchemy import select, update
+from sqlalchemy import String, cast, select, update
 from sqlalchemy.orm import Session
 
-from common import faults
+from common import faults, listing
 from common.batches import objects as batch_objects
 from common.batches.models import Batch, BatchItem
 from common.batches.objects import S3Prefix
 from common.batches.schemas import BatchCreate
 from common.errors import NotFound, Rejected
+from common.jobs import ending, erase
 from common.jobs.models import Job, Page
 from common.netguard import UrlRefused, check_url
 from common.orm import new_id, utcnow
@@ -123,6 +124,35 @@ def get_batch(session: Session, *, tenant_id: str, batch_id: str) -> Batch:
     if batch is None:
         raise NotFound(batch_id)
     return batch
+
+
+def erase_batch(svc: Services, *, tenant_id: str, batch_id: str) -> tuple[Batch, int]:
+    """Cancel the batch, erase every job of it, and clear what its items say of the documents; returns the batch
+    and how many of its jobs wait for storage to be erased (the retention sweep finishes them)."""
+    cancel_batch(svc, tenant_id=tenant_id, batch_id=batch_id)
+    with svc.db.session() as session:
+        job_ids = list(session.scalars(select(Job.id).where(Job.batch_id == batch_id, Job.tenant_id == tenant_id)))
+        ended = [erase.begin(session, settings=svc.settings, job_id=job_id) for job_id in job_ids]
+        session.execute(update(BatchItem).where(BatchItem.batch_id == batch_id).values(
+            key=cast(BatchItem.id, String), etag=None, reason=None, error=None, result_key=None,
+            fingerprint=None))
+        session.execute(update(Batch).where(Batch.id == batch_id, Batch.erased_at.is_(None))
+                        .values(erased_at=utcnow(), meta=None, webhook_url=None, error=None))
+    for end in ended:
+        ending.announce(svc.celery, svc.settings, end)
+    pending = sum(not erase.finish_or_defer(db=svc.db, storage=svc.storage, job_id=job_id) for job_id in job_ids)
+    with svc.db.session() as session:
+        return get_batch(session, tenant_id=tenant_id, batch_id=batch_id), pending
+
+
+def list_batches(session: Session, *, tenant_id: str, status: tuple[str, ...], cursor: str | None,
+                 limit: int) -> tuple[list[Batch], str | None]:
+    """The tenant's batches, newest first, and the cursor of the next page."""
+    query = select(Batch).where(Batch.tenant_id == tenant_id)
+    if status:
+        query = query.where(Batch.status.in_(status))
+    rows = list(session.scalars(listing.newest_first(query, Batch, cursor=cursor, limit=limit)))
+    return listing.page(rows, limit=limit)
 
 
 def cancel_batch(svc: Services, *, tenant_id: str, batch_id: str) -> Batch:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from common.orm import Base, new_id, utcnow
@@ -12,8 +12,10 @@ from common.orm import Base, new_id, utcnow
 
 class Job(Base):
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_tenant_created", "tenant_id", "created_at"), Index("ix_jobs_status", "status"),
-                      Index("ix_jobs_finished_at", "finished_at"))
+    __table_args__ = (Index("ix_jobs_tenant_created", "tenant_id", "created_at", "id"),
+                      Index("ix_jobs_status", "status"),
+                      Index("ix_jobs_tenant_status_created", "tenant_id", "status", "created_at", "id"),
+                      Index("ix_jobs_finished_at", "finished_at"), Index("ix_jobs_erased_at", "erased_at"))
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     tenant_id: Mapped[str] = mapped_column(String(64))
@@ -40,6 +42,11 @@ class Job(Base):
     batch_id: Mapped[str | None] = mapped_column(String(32), index=True)
     # The named S3 source profile (settings) whose credentials read an s3 source; None: the service's own.
     source_profile: Mapped[str | None] = mapped_column(String(64))
+    # Live events (common.events): the last number given to a page event of this job.
+    event_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # When the tenant asked for the job to be erased; the row stays as a tombstone (common.jobs.erase).
+    erased_at: Mapped[datetime | None]
+    erase_pending: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     enqueued_at: Mapped[datetime | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
@@ -78,6 +85,8 @@ class Page(Base):
     enqueued_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    # The number of its page.done or page.failed event in the job's stream (common.events).
+    event_seq: Mapped[int | None] = mapped_column(Integer)
     # The lease ("worker:<id>") of the worker that claimed the page last; its heartbeat says whether it lives.
     claimed_by: Mapped[str | None] = mapped_column(String(200))
 

@@ -55,6 +55,15 @@ def page_json(page: Page) -> dict:
     }
 
 
+def page_text(page: Page, fmt: str) -> dict:
+    """One finished page for `GET /jobs/{id}/pages`: its text in `fmt` (json: the engine's markdown with blocks)."""
+    view = {"page": page.index + 1, "status": page.status, "error": page.error,
+            "text": markdown_to_text(page.text).strip() if fmt == "text" and page.text else page.text}
+    if fmt == "json":
+        view |= {"width": page.width, "height": page.height, "rotation": page.rotation, "blocks": page.blocks}
+    return view
+
+
 def render(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) -> str:
     """The whole result in one format; pages in document order whatever order they finished in."""
     pages = sorted(pages, key=lambda p: p.index)

@@ -26,7 +26,7 @@ class JobOptions(BaseModel):
 class JobFromSource(JobOptions):
     """A job whose document is fetched by the service: exactly one of source_url or s3_uri."""
 
-    source_url: str | None = Field(default=None, max_length=4096)
+    source_url: str | None = Field(default=None, min_length=1, max_length=4096)
     # The bucket as botocore accepts it; S3's stricter rules are checked with the grants (common.tenancy.s3_grants).
     s3_uri: str | None = Field(default=None, max_length=2048, pattern=r"^s3://[a-zA-Z0-9.\-_]{1,255}/.+")
     source_profile: str | None = Field(default=None, max_length=64,
@@ -50,24 +50,58 @@ class PageError(BaseModel):
     error: str
 
 
-class JobView(BaseModel):
+class JobSummary(BaseModel):
+    """A job as `GET /jobs` lists it: what `GET /jobs/{id}` shows but the per-page errors."""
+
     id: str
     status: JobStatus
     source: Literal["upload", "url", "s3"]
     filename: str | None
     output: Output
     priority: Priority
+    batch_id: str | None = None
     pages_total: int
     pages_done: int
     pages_failed: int
-    page_errors: list[PageError]
     error: str | None
     metadata: dict[str, Any] | None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
     expired_at: datetime | None = Field(default=None, description="when retention deleted the result")
+    erased_at: datetime | None = Field(default=None, description="when the tenant erased the job; a tombstone since")
     links: JobLinks
+
+
+class JobView(JobSummary):
+    page_errors: list[PageError]
+
+
+class JobList(BaseModel):
+    jobs: list[JobSummary]
+    next: str | None = Field(description="the cursor of the next page; null on the last")
+
+
+class PageText(BaseModel):
+    """A page done or failed, its text in the asked format; `json` adds the page's size, rotation and blocks."""
+
+    page: int
+    status: Literal["succeeded", "failed"]
+    text: str | None
+    error: str | None
+    width: int | None = None
+    height: int | None = None
+    rotation: int | None = None
+    blocks: list[dict[str, Any]] | None = None
+
+
+class PageList(BaseModel):
+    job_id: str
+    status: JobStatus
+    pages_total: int
+    pages: list[PageText]
+    next_after: int | None = Field(description="give it as `after` for what follows (a page still running below a "
+                                               "finished one comes again); null once the job ended and all is shown")
 
 
 class JobAccepted(BaseModel):

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from botocore.exceptions import ParamValidationError
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from common import faults
+from common import faults, listing
 from common.documents import DocumentInfo, DocumentRejected, PageRangeError, inspect, parse_page_ranges
 from common.errors import NotFound, Rejected
 from common.jobs import ending
@@ -135,8 +136,60 @@ def get_job(session: Session, *, tenant_id: str, job_id: str) -> Job:
     return job
 
 
+@dataclass(frozen=True)
+class JobFilters:
+    """What `GET /jobs` narrows the tenant's jobs by; every field optional, `metadata` matched as strings."""
+
+    status: tuple[str, ...] = ()
+    priority: str | None = None
+    batch_id: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    metadata: tuple[tuple[str, str], ...] = ()
+
+
+def list_jobs(session: Session, *, tenant_id: str, filters: JobFilters, cursor: str | None,
+              limit: int) -> tuple[list[Job], str | None]:
+    """The tenant's jobs, newest first, and the cursor of the next page."""
+    query = select(Job).where(Job.tenant_id == tenant_id)
+    if filters.status:
+        query = query.where(Job.status.in_(filters.status))
+    if filters.priority:
+        query = query.where(Job.priority == filters.priority)
+    if filters.batch_id:
+        query = query.where(Job.batch_id == filters.batch_id)
+    if filters.created_after:
+        query = query.where(Job.created_at > _utc(filters.created_after))
+    if filters.created_before:
+        query = query.where(Job.created_at < _utc(filters.created_before))
+    for key, value in filters.metadata:
+        query = query.where(Job.meta[key].as_string() == value)
+    rows = list(session.scalars(listing.newest_first(query, Job, cursor=cursor, limit=limit)))
+    return listing.page(rows, limit=limit)
+
+
+def _utc(moment: datetime) -> datetime:
+    """A time without an offset is UTC; one with is turned to UTC (SQLite compares the stored text)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def pages_of(session: Session, *, job_id: str) -> list[Page]:
     return list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.index)))
+
+
+def finished_pages(session: Session, *, job: Job, after: int, limit: int) -> tuple[list[Page], int | None]:
+    """Pages done or failed so far numbered over `after`, in page order, and the `after` of the next call: short of
+    the first page still active, so a page finishing out of order is never stepped over."""
+    pages = list(session.scalars(
+        select(Page).where(Page.job_id == job.id, Page.status.in_(job_states.PAGE_DONE), Page.index >= after)
+        .order_by(Page.index).limit(limit)
+    ))
+    first_active = session.scalar(select(func.min(Page.index)).where(
+        Page.job_id == job.id, Page.status.in_(job_states.PAGE_ACTIVE), Page.index >= after))
+    if job.status in job_states.JOB_TERMINAL and first_active is None and len(pages) < limit:
+        return pages, None
+    reached = pages[-1].index + 1 if pages else after
+    return pages, reached if first_active is None else min(reached, first_active)
 
 
 def failed_pages(session: Session, *, job_id: str) -> list[Page]:

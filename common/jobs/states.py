@@ -126,10 +126,11 @@ def mark_enqueued(session: Session, *, page_ids: list[str]) -> None:
 
 
 def refresh_counts(session: Session, *, job_id: str) -> None:
-    """Derive pages_done and pages_failed from the pages, so repeating it is harmless."""
+    """Derive pages_done and pages_failed from the pages, so repeating it is harmless; an erased job's counts stay."""
     done = select(func.count()).where(Page.job_id == job_id, Page.status.in_(PAGE_DONE)).scalar_subquery()
     failed = select(func.count()).where(Page.job_id == job_id, Page.status == "failed").scalar_subquery()
-    session.execute(update(Job).where(Job.id == job_id).values(pages_done=done, pages_failed=failed))
+    session.execute(update(Job).where(Job.id == job_id, Job.erased_at.is_(None))
+                    .values(pages_done=done, pages_failed=failed))
 
 
 def complete_job_if_done(session: Session, *, job_id: str) -> str | None:

@@ -12,7 +12,6 @@ import re
 import threading
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlparse
 
 from botocore.client import BaseClient
 
@@ -52,13 +51,13 @@ class S3Location:
     @classmethod
     def parse(cls, uri: str, *, folder: bool = False) -> S3Location:
         """Strictly parse s3://bucket/key; with folder=True the key is a prefix and gets a trailing '/'."""
-        parsed = urlparse(uri)
-        if parsed.scheme != "s3" or not parsed.netloc or parsed.query or parsed.fragment or parsed.params:
+        # Split by hand: urlparse reads '[' or ']' in the host as a broken IPv6 literal and raises ValueError.
+        scheme, sep, rest = uri.partition("://")
+        bucket, _, key = rest.partition("/")
+        if scheme != "s3" or not sep or not bucket or any(c in uri for c in "?#"):
             raise InvalidLocation("give an s3://bucket/key location")
-        bucket = parsed.netloc
         if not is_valid_bucket(bucket):
             raise InvalidLocation("the bucket name is not a valid S3 bucket name")
-        key = uri.split("/", 3)[3] if uri.count("/") >= 3 else ""
         if folder and key and not key.endswith("/"):
             key += "/"
         parts = key.split("/")

@@ -38,6 +38,8 @@ CASES = {
     "unknown json field": (lambda: {"json": {"source_url": "http://example.com/a.png", "colour": "red"}}, 422),
     "wrong json type": (lambda: {"json": {"source_url": "http://example.com/a.png", "output": 3}}, 422),
     "both sources": (lambda: {"json": {"source_url": "http://example.com/a", "s3_uri": "s3://b/k"}}, 422),
+    # Found by bench/fuzz.py: an empty source_url was taken for no source_url and reached the S3 path as None.
+    "empty source url": (lambda: {"json": {"source_url": "", "priority": "bulk"}}, 422),
     "neither source": (lambda: {"json": {"output": "text"}}, 422),
     "unknown form field": (lambda: {"files": {"file": ("a.png", _png())}, "data": {"colour": "red"}}, 422),
     "bad output value": (lambda: {"files": {"file": ("a.png", _png())}, "data": {"output": "docx"}}, 422),

@@ -8,6 +8,7 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright
 
+from tests.documents.hostile import text_pdf
 from tests.support.pages import PARAGRAPHS, column_page
 from tests.support.pdf_checks import poppler_text
 from tests.support.stack import ROOT
@@ -72,6 +73,29 @@ def test_upload_a_scan_and_read_its_text(page, embedded_server, samples):
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web.png"), full_page=True)
+
+
+def test_pages_show_as_they_are_read_and_your_jobs_lists_them(page, embedded_server, tmp_path):
+    pdf = text_pdf(tmp_path / "three-pages.pdf", [f"Strip number {n} of three." for n in (1, 2, 3)],
+                   page_size=(612, 160))
+    page.get_by_label("API key").fill(embedded_server.key)
+    page.get_by_label("choose files").set_input_files(str(pdf))
+    result = page.get_by_label("Text of three-pages.pdf", exact=True)
+    # The first page's text is shown on its own, before the job has read the other two.
+    first = result.locator('section.page-text[data-page="1"]')
+    first.wait_for(timeout=240_000)
+    assert page.locator(".status").first.inner_text() == "running"
+    assert first.inner_text().strip()
+    page.locator(".status", has_text="succeeded").first.wait_for(timeout=240_000)
+    recent = page.get_by_role("table")
+    row = recent.get_by_role("row").filter(has_text="three-pages.pdf").first
+    row.wait_for(timeout=30_000)
+    assert "3 / 3" in row.inner_text() or "running" in row.inner_text()
+    page.get_by_role("button", name="Refresh the list").click()
+    row.filter(has_text="succeeded").wait_for(timeout=30_000)
+    with page.expect_download() as download:
+        row.get_by_role("button", name="Download markdown of three-pages.pdf").click()
+    assert download.value.suggested_filename == "three-pages.md"
 
 
 def test_a_two_column_page_reads_in_order(page, embedded_server, tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.support.embedded import ROOT
 
 README = ROOT / "README.md"
-RUN = {"Using it"}
+RUN = {"Using it", "Your jobs: lists, pages as they finish, live events, erase"}
 # Sections whose examples cannot run on this machine, and what tests them instead.
 ELSEWHERE = {
     "Two commands on a fresh machine": "they are how this suite and the server under test are started",
@@ -65,3 +65,4 @@ def test_the_using_it_examples_work_as_written(embedded_server, tmp_path):
     assert sorted(p.name for p in (clone / "results").iterdir()) == ["linn.png.md", "typewriter.png.md"]
     assert "LinnSequencer" in (clone / "results" / "linn.png.md").read_text()
     assert "wrote 2 of 2 result(s) to results/" in done.stderr
+    assert "event: job.succeeded" in out and '"code":"erased"' in out and '"next":' in out

@@ -23,11 +23,16 @@ from tests.support.stack import wait_for_job, wait_until
 CROSS_TENANT = [
     ("GET", "/jobs/{job_id}"),
     ("GET", "/jobs/{job_id}/result"),
+    ("GET", "/jobs/{job_id}/pages"),
+    ("GET", "/jobs/{job_id}/events"),
     ("DELETE", "/jobs/{job_id}"),
+    ("POST", "/jobs/{job_id}/erase"),
     ("GET", "/jobs/{job_id}/webhooks"),
     ("POST", "/webhooks/{delivery_id}/redeliver"),
     ("GET", "/batches/{batch_id}"),
     ("DELETE", "/batches/{batch_id}"),
+    ("POST", "/batches/{batch_id}/erase"),
+    ("GET", "/batches/{batch_id}/events"),
 ]
 UNKNOWN = "0123456789abcdef0123456789abcdef"
 
@@ -48,6 +53,9 @@ def owned(tenancy_stack, tmp_path_factory):
     batch = client.post("/batches", json={"input_prefix": f"s3://{USER_BUCKET}/iso-in-{prefix}/",
                                           "output_prefix": f"s3://{USER_BUCKET}/iso-out-{prefix}/"})
     assert batch.status_code == 202, batch.text
+    # Ended, so that tenant A's own GET of its event stream ends too.
+    wait_until(lambda: client.get(f"/batches/{batch.json()['id']}").json()["status"] == "completed", timeout=60,
+               what="the empty batch to complete")
     return {"job_id": job_id, "delivery_id": deliveries[0]["id"], "batch_id": batch.json()["id"]}
 
 
@@ -86,8 +94,12 @@ def test_every_error_body_has_a_code_and_a_sentence(tenant_a, tenancy_stack):
 def test_another_tenants_delete_changes_nothing(owned, tenant_a, tenant_b):
     tenant_b.delete(f"/jobs/{owned['job_id']}")
     tenant_b.delete(f"/batches/{owned['batch_id']}")
+    tenant_b.post(f"/jobs/{owned['job_id']}/erase")
+    tenant_b.post(f"/batches/{owned['batch_id']}/erase")
     assert tenant_a.get(f"/jobs/{owned['job_id']}").json()["status"] == "succeeded"
+    assert tenant_a.get(f"/jobs/{owned['job_id']}").json()["erased_at"] is None
     assert tenant_a.get(f"/batches/{owned['batch_id']}").json()["status"] != "canceled"
+    assert tenant_a.get(f"/batches/{owned['batch_id']}").json()["erased_at"] is None
 
 
 def test_storage_keys_are_namespaced_by_tenant(owned, tenancy_stack):

@@ -7,7 +7,6 @@ names in generated URLs resolve nowhere, so no request leaves the machine.
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from collections import Counter
 
@@ -20,23 +19,12 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from api.app import create_app
 from tests.conftest import KEY_A, make_settings
+from tests.support.no_dns import literal_addresses_only
 
 EXAMPLES_PER_OPERATION = 25
 # A schema-valid submission may still be refused: a page range past the document's end, a file that is no
 # image, a URL that resolves nowhere. Those 4xx are correct answers, not findings.
 NOT_APPLICABLE = [positive_data_acceptance]
-real_getaddrinfo = socket.getaddrinfo
-
-
-def literal_addresses_only(host, *args, **kwargs):
-    """getaddrinfo for IP literals and localhost; any other name fails as an unknown host would."""
-    name = host.decode() if isinstance(host, bytes) else str(host)
-    if name != "localhost":
-        try:
-            ipaddress.ip_address(name.strip("[]"))
-        except ValueError:
-            raise socket.gaierror(socket.EAI_NONAME, "name resolution is off in this test") from None
-    return real_getaddrinfo(host, *args, **kwargs)
 
 
 @pytest.fixture(scope="module")

@@ -117,6 +117,22 @@ def test_another_tenants_storage_bucket_and_grants_are_refused(stack, s3, victim
     assert {bucket: snapshot(s3, bucket) for bucket in (BUCKET, A_BUCKET)} == before
 
 
+def test_brackets_in_any_location_field_are_a_4xx_not_a_500(stack):
+    """urlparse reads '[' or ']' in a host as a broken IPv6 literal; a fuzzer found POST /batches answering 500."""
+    b = stack.client(KEY_B)
+    out = f"s3://{B_BUCKET}/out/"
+    for bad in ("s3://b[", "s3://[bucket/x", "s3://buck]et/x/", "s3://[::1]/x/", "s3://ocrq-b[/in/"):
+        for body in ({"input_prefix": bad, "output_prefix": out}, {"input_prefix": f"s3://{B_BUCKET}/in/",
+                                                                    "output_prefix": bad}):
+            response = b.post("/batches", json=body)
+            assert (response.status_code, response.json()["code"]) == (422, "invalid_prefix"), (body, response.text)
+        response = b.post("/jobs", json={"s3_uri": bad + "k.png"})
+        assert response.status_code == 422, (bad, response.text)
+    # A bracket inside a key is an ordinary S3 key character: the grant decides, as for any other key.
+    response = b.post("/jobs", json={"s3_uri": f"s3://{A_BUCKET}/in/[x].png"})
+    assert (response.status_code, response.json()["code"]) == (403, "s3_not_granted"), response.text
+
+
 def test_the_refusal_is_the_same_whether_the_bucket_exists(stack):
     b = stack.client(KEY_B)
     absent = f"ocrq-a-{uuid.uuid4().hex[:8]}"

@@ -10,6 +10,7 @@ from sqlalchemy import select, update
 
 from common import outages
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
+from common.events import service as events
 from common.jobs import states as job_states
 from common.jobs.models import Job, Page, page_rows
 from common.log_format import bind_job
@@ -158,6 +159,8 @@ def _write_outcomes(ctx: WorkerContext, finished: list[tuple[Page, job_states.Pa
         bind_job(job_id=page.job_id, page=page.index + 1, page_id=page.id)
         with ctx.db.session() as session:
             written = job_states.finish_page(session, page_id=page.id, outcome=outcome)
+            if written:
+                events.page_ended(session, job_id=page.job_id, page_id=page.id)
             closed = close_in(session, ctx, job_id=page.job_id)
         if written:
             page_written(ctx, outcome)

@@ -52,5 +52,9 @@ def store_result(ctx: WorkerContext, *, job_id: str) -> str | None:
         body = results.render(job, pages, fmt, status="succeeded").encode()
         ctx.storage.put(results.object_key(prefix, fmt), body, content_type=results.MEDIA_TYPES[fmt])
     with ctx.db.session() as session:
-        session.execute(update(Job).where(Job.id == job_id).values(result_key=prefix))
+        recorded = session.execute(update(Job).where(Job.id == job_id, Job.erased_at.is_(None))
+                                   .values(result_key=prefix)).rowcount
+    if not recorded:  # erased while being written (common.jobs.erase deleted before these landed): none may stay
+        for fmt in results.FORMATS:
+            ctx.storage.delete(results.object_key(prefix, fmt))
     return None

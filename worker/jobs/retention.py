@@ -1,4 +1,5 @@
-"""Retention: delete stored uploads and results once their days are up, then mark the jobs.
+"""Retention: delete stored uploads and results once their days are up, then mark the jobs; and finish erasures
+that met a storage outage (common.jobs.erase).
 
 Objects are deleted before the row is marked, so a crash in between leaves work for the next
 run rather than objects nobody will delete. A user's own s3_uri object is never touched.
@@ -11,7 +12,7 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from common.jobs import results
+from common.jobs import erase, results
 from common.jobs.models import Job, Page
 from common.jobs.states import JOB_TERMINAL
 from common.orm import utcnow
@@ -26,6 +27,7 @@ def purge_expired(ctx: WorkerContext) -> dict[str, int]:
     """Run every retention rule once; returns how many of each were purged."""
     settings = ctx.settings
     counts = {"sources": 0, "results": 0, "idempotency_keys": 0}
+    counts["erasures"] = erase.finish_pending(db=ctx.db, storage=ctx.storage)
     if settings.upload_retention_days:
         counts["sources"] = _purge_sources(ctx, older_than=timedelta(days=settings.upload_retention_days))
     if settings.result_retention_days:

@@ -1,0 +1,1 @@
+"""Live events of jobs and batches, derived from their database rows (see service.py)."""
