@@ -8,8 +8,10 @@ import uuid
 from sqlalchemy import func, select
 
 from common.db import Database
+from common.settings import Settings
 from common.tenancy import keys
 from common.tenancy.models import ApiKey
+from worker.queue.liveness import scheduler_lease
 
 
 def test_api_processes_starting_together_register_a_configured_key_once(pg_url):
@@ -37,3 +39,18 @@ def test_api_processes_starting_together_register_a_configured_key_once(pg_url):
             assert session.scalar(select(func.count()).where(ApiKey.digest == keys.digest(key))) == 1
     finally:
         db.dispose()
+
+
+def test_hosts_spelling_one_redis_differently_share_one_scheduler_lease():
+    """Each host has its own .env: the same Redis with or without its database index, user name or password,
+    in another case, must still elect one scheduler (the many-hosts test saw two hosts run it)."""
+    def lease(url: str, prefix: str = "p:") -> str:
+        return scheduler_lease(Settings(broker_url=url, broker_key_prefix=prefix))
+
+    same = {lease(url) for url in ("redis://10.0.0.5:6379/0", "redis://10.0.0.5", "redis://default@10.0.0.5:6379",
+                                   "redis://:secret@10.0.0.5:6379/0", "rediss://10.0.0.5:6379/0?ssl_cert_reqs=none",
+                                   "redis://10.0.0.5:6379?db=0", "REDIS://10.0.0.5:6379/")}
+    assert len(same) == 1, same
+    others = {lease("redis://10.0.0.5:6379/1"), lease("redis://10.0.0.5:6380/0"), lease("redis://10.0.0.6:6379/0"),
+              lease("redis://10.0.0.5:6379/0", prefix="q:"), lease("redis://10.0.0.5:6379?db=2")}
+    assert len(others) == 5 and not others & same
