@@ -80,15 +80,23 @@ class Cluster:
     def engine_url(self) -> str:
         return f"http://{self.gpu_a.address}:{ENGINE_PORT}"
 
+    def engine_faults(self, mode: str, count: int = -1, delay_s: float = 0.0) -> None:
+        httpx.post(f"{self.engine_url}/admin/faults", json={"mode": mode, "count": count, "delay_s": delay_s},
+                   timeout=10).raise_for_status()
+
+    def clear_engine_faults(self) -> None:
+        httpx.delete(f"{self.engine_url}/admin/faults", timeout=10).raise_for_status()
+
     def client(self, key: str = KEY_A, api: int = 0) -> httpx.Client:
         return httpx.Client(base_url=self.api_urls[api], headers={"Authorization": f"Bearer {key}"}, timeout=30)
 
-    def start(self, host: Host, name: str, argv: list[str], env: dict[str, str] | None = None) -> Process:
-        """`python -m cli.main ARGV` on `host` with the cluster's settings (and its own HOME)."""
+    def start(self, host: Host, name: str, argv: list[str], env: dict[str, str] | None = None,
+              module: str = "cli.main") -> Process:
+        """`python -m MODULE ARGV` on `host` with the cluster's settings (and its own HOME)."""
         shared = settings_env(self.settings)
         shared.pop("OCRQ_HOME")  # each host's own ~/.ocrq
         log = self.logs / f"{host.name}-{name}.log"
-        process = host.popen([sys.executable, "-m", "cli.main", *argv], log=log, cwd=ROOT,
+        process = host.popen([sys.executable, "-m", module, *argv], log=log, cwd=ROOT,
                              env=host.env(shared | (env or {})))
         started = Process(host, name, process, log)
         self.processes.append(started)
@@ -96,6 +104,9 @@ class Cluster:
 
     def start_worker(self, host: Host, kind: str, *args: str) -> Process:
         metrics = {"OCRQ_WORKER_METRICS_HOST": host.address, "OCRQ_WORKER_METRICS_PORT": str(METRICS_PORTS[kind])}
+        if host is self.gpu_b:  # its own .env spells the same Redis another way: no database index, a user name
+            metrics["OCRQ_BROKER_URL"] = self.settings.broker_url.replace("redis://", "redis://default@") \
+                .removesuffix("/0")
         argv = ["worker", "--gpu", "--pool", "threads", "--concurrency", "2", "--no-beat"] if kind == "gpu" else \
             ["worker", "--beat", "--concurrency", "1", "--queues", CPU_QUEUES]
         return self.start(host, f"{kind}-worker", [*argv, *args], env=metrics)
@@ -153,8 +164,10 @@ def build(work: Path, stack: ExitStack) -> Cluster:
     cluster = Cluster(net=net, services=services, api=api, gpu_a=gpu_a, gpu_b=gpu_b, settings=settings, s3=s3,
                       logs=logs)
     stack.callback(lambda: [host.kill_all() for host in (api, gpu_a, gpu_b)])
-    engine = cluster.start(gpu_a, "engine", ["engine", "--backend", "cpu", "--host", gpu_a.address, "--port",
-                                             str(ENGINE_PORT), "--cpu-concurrency", "2", "--nice", "0"])
+    # The engine server itself (what `ocrq engine --backend cpu` starts), with its fault endpoints for the test.
+    engine = cluster.start(gpu_a, "engine", ["--host", gpu_a.address, "--port", str(ENGINE_PORT), "--concurrency", "2",
+                                             "--served-model-name", settings.engine_model, "--admin"],
+                           module="worker.engines.server_cpu")
     apis = [cluster.start(api, f"api-{port}", ["api", "--host", api.address, "--port", str(port)])
             for port in API_PORTS]
     # gpu-b's CPU worker starts first, so it holds the scheduler's lease when its host dies.

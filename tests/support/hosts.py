@@ -146,18 +146,19 @@ class Network:
         """A new machine on this network, with hostname `name` and the next address."""
         n = len(self.hosts) + 2
         netns, uts = f"oq{self.tag}h{n}", self.root / f"{name}.uts"
-        _run("ip", "netns", "add", netns)
-        uts.touch()
-        _run("unshare", f"--uts={uts}", "hostname", name)
         host = Host(name=name, netns=netns, uts=uts, address=self._address(n), root=self.root / name)
-        self.hosts.append(host)
+        uts.touch()
+        _run("ip", "netns", "add", netns)
+        self.hosts.append(host)  # close() removes it from here on
+        _run("unshare", f"--uts={uts}", "hostname", name)
         self._plug(f"oq{self.tag}e{n}", into=netns, address=host.address)
         return host
 
     def close(self) -> None:
         for host in self.hosts:
             try:
-                host.kill_all()
+                if (NETNS_DIR / host.netns).exists():
+                    host.kill_all()
             finally:
                 subprocess.run(["ip", "netns", "del", host.netns], capture_output=True, timeout=30)
                 subprocess.run(["umount", str(host.uts)], capture_output=True, timeout=30)
