@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import threading
 import uuid
+from urllib.parse import urlsplit
 
+import httpx
 from sqlalchemy import func, select
 
 from common.db import Database
 from common.settings import Settings
+from common.storage import make_storage
 from common.tenancy import keys
 from common.tenancy.models import ApiKey
+from tests.conftest import BUCKET
+from tests.support import seaweed
 from worker.queue.liveness import scheduler_lease
 
 
@@ -54,3 +59,19 @@ def test_hosts_spelling_one_redis_differently_share_one_scheduler_lease():
     others = {lease("redis://10.0.0.5:6379/1"), lease("redis://10.0.0.5:6380/0"), lease("redis://10.0.0.6:6379/0"),
               lease("redis://10.0.0.5:6379/0", prefix="q:"), lease("redis://10.0.0.5:6379?db=2")}
     assert len(others) == 5 and not others & same
+
+
+def test_presigned_links_name_the_public_s3_endpoint_and_work_there(s3):
+    """Hosts reach S3 on a private address; a tenant's client follows the API's links from outside, through the
+    address OCRQ_S3_PUBLIC_ENDPOINT_URL names (a proxy or ingress in front of the same S3, here its Host header)."""
+    port = s3.endpoint.rsplit(":", 1)[1]
+    public = f"http://files.example.test:{port}"
+    settings = Settings(storage_url=f"s3://{BUCKET}", s3_endpoint_url=s3.endpoint, s3_public_endpoint_url=public,
+                        s3_access_key_id=seaweed.ACCESS_KEY, s3_secret_access_key=seaweed.SECRET_KEY)
+    storage, key = make_storage(settings), f"links/{uuid.uuid4().hex}.txt"
+    storage.put(key, b"read from outside")
+    link = urlsplit(storage.presign(key, ttl_s=60))
+    assert f"{link.scheme}://{link.netloc}" == public
+    through_proxy = httpx.get(link._replace(netloc=urlsplit(s3.endpoint).netloc).geturl(),
+                              headers={"Host": link.netloc}, timeout=10)
+    assert through_proxy.status_code == 200 and through_proxy.content == b"read from outside"
