@@ -37,6 +37,7 @@ ENGINE_PORT = 8100
 API_PORTS = (8000, 8001)
 CPU_QUEUES = ",".join((LISTING_QUEUE, CONTROL_QUEUE, PREPARE_BULK_QUEUE, WEBHOOK_QUEUE))
 METRICS_PORTS = {"cpu": 9101, "gpu": 9102}
+LEADING = "now runs the sweepers' schedule"  # the log line of the worker that takes the scheduler's lease
 
 
 @dataclass
@@ -170,11 +171,11 @@ def build(work: Path, stack: ExitStack) -> Cluster:
                            module="worker.engines.server_cpu")
     apis = [cluster.start(api, f"api-{port}", ["api", "--host", api.address, "--port", str(port)])
             for port in API_PORTS]
-    # gpu-b's CPU worker starts first, so it holds the scheduler's lease when its host dies.
+    gpu_workers = [cluster.start_worker(gpu_a, "gpu"), cluster.start_worker(gpu_b, "gpu")]
+    # gpu-b's CPU worker leads first, so it holds the scheduler's lease when its host dies.
     scheduler = cluster.start_worker(gpu_b, "cpu")
-    cluster.wait_ready(scheduler, worker_ready)
-    others = [cluster.start_worker(gpu_a, "cpu"), cluster.start_worker(gpu_a, "gpu"),
-              cluster.start_worker(gpu_b, "gpu")]
+    cluster.wait_ready(scheduler, lambda process: LEADING in process.text())
+    others = [cluster.start_worker(gpu_a, "cpu"), scheduler, *gpu_workers]
     cluster.wait_ready(engine, answers(f"{cluster.engine_url}/v1/models"))
     for process, url in zip(apis, cluster.api_urls, strict=True):
         cluster.wait_ready(process, answers(f"{url}/healthz"))
