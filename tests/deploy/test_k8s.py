@@ -152,7 +152,8 @@ def test_settings_are_real_settings_and_every_pod_reads_them_probed_and_sized(ov
                     refs = {next(iter(ref.values()))["name"] for ref in container["envFrom"]}
                     assert refs == {"ocrq-settings", "ocrq-secrets"}, name
     api = of_kind(docs, "Deployment")["ocrq-api"]["spec"]["template"]["spec"]["containers"][0]
-    assert (api["livenessProbe"]["httpGet"]["path"], api["readinessProbe"]["httpGet"]["path"]) == ("/healthz", "/readyz")
+    probes = (api["livenessProbe"]["httpGet"]["path"], api["readinessProbe"]["httpGet"]["path"])
+    assert probes == ("/healthz", "/readyz")
     budgets = {doc["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]
                for doc in of_kind(docs, "PodDisruptionBudget").values()}
     assert {"ocrq-api", "ocrq-worker", "ocrq-webhook-worker"} <= budgets

@@ -140,9 +140,11 @@ def build(work: Path, stack: ExitStack) -> Cluster:
     """Hosts, services and every ocrq process, started side by side and waited for."""
     net = stack.enter_context(Network(work / "hosts"))
     services, api, gpu_a, gpu_b = (net.host(name) for name in ("services", "api", "gpu-a", "gpu-b"))
-    # Its own temporary folder: pytest's are closed to the postgres account.
-    pg = stack.enter_context(PostgresServer(host=services.address, on=services))
-    redis = stack.enter_context(RedisServer(host=services.address, on=services, base_dir=services.home / "redis"))
+    # Their usual ports: the host is theirs. (A free port of the test's namespace may be one already taken in
+    # this one.) Postgres in a temporary folder of its own: pytest's are closed to the postgres account.
+    pg = stack.enter_context(PostgresServer(host=services.address, on=services, port=5432))
+    redis = stack.enter_context(RedisServer(host=services.address, on=services, port=6379,
+                                            base_dir=services.home / "redis"))
     s3 = seaweed.start(services.home / "seaweed", host=services.address, on=services)
     stack.callback(s3.stop)
     for bucket in (BUCKET, USER_BUCKET):
