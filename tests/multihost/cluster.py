@@ -2,7 +2,7 @@
 
     services  Postgres, Redis, SeaweedFS S3
     api       two `ocrq api` processes
-    gpu-a     `ocrq engine --backend cpu` (the stand-in for vLLM), a GPU worker and a CPU worker
+    gpu-a     the CPU engine server (the stand-in for vLLM), a GPU worker and a CPU worker
     gpu-b     a GPU worker sending its pages to gpu-a's engine over the network, and a CPU worker
 
 The GPU workers read every page (OCRQ_ENGINE=vllm on every host); the CPU workers split jobs, list batches,
@@ -12,6 +12,7 @@ and their webhook receiver, on the network's first address.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import httpx
 import psycopg
 
 from common import migrate
-from common.queue.names import LISTING_QUEUE, CONTROL_QUEUE, PREPARE_BULK_QUEUE, WEBHOOK_QUEUE
+from common.queue.names import CONTROL_QUEUE, LISTING_QUEUE, PREPARE_BULK_QUEUE, WEBHOOK_QUEUE
 from common.settings import Settings
 from tests.conftest import KEY_A, KEY_B, SERVICE_GRANT, USER_BUCKET
 from tests.support import seaweed, webhook_receiver
@@ -52,8 +53,6 @@ class Process:
 
     def kill(self) -> None:
         """SIGKILL this process and everything it started (its session)."""
-        import os
-
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -104,13 +103,13 @@ class Cluster:
         return started
 
     def start_worker(self, host: Host, kind: str, *args: str) -> Process:
-        metrics = {"OCRQ_WORKER_METRICS_HOST": host.address, "OCRQ_WORKER_METRICS_PORT": str(METRICS_PORTS[kind])}
+        env = {"OCRQ_WORKER_METRICS_HOST": host.address, "OCRQ_WORKER_METRICS_PORT": str(METRICS_PORTS[kind])}
         if host is self.gpu_b:  # its own .env spells the same Redis another way: no database index, a user name
-            metrics["OCRQ_BROKER_URL"] = self.settings.broker_url.replace("redis://", "redis://default@") \
+            env["OCRQ_BROKER_URL"] = self.settings.broker_url.replace("redis://", "redis://default@") \
                 .removesuffix("/0")
         argv = ["worker", "--gpu", "--pool", "threads", "--concurrency", "2", "--no-beat"] if kind == "gpu" else \
             ["worker", "--beat", "--concurrency", "1", "--queues", CPU_QUEUES]
-        return self.start(host, f"{kind}-worker", [*argv, *args], env=metrics)
+        return self.start(host, f"{kind}-worker", [*argv, *args], env=env)
 
     def wait_ready(self, process: Process, check, *, timeout: float = 120) -> Process:
         deadline = time.monotonic() + timeout
