@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     broker_key_prefix: str = ""
     storage_url: str = ""
     s3_endpoint_url: str | None = None
+    # Presigned links (the result links the API hands out) name this endpoint: the S3 address tenants reach when
+    # s3_endpoint_url is one only the hosts can (a private address, a compose service name). Default: that one.
+    s3_public_endpoint_url: str | None = None
     s3_region: str = "us-east-1"
     s3_access_key_id: str | None = None
     s3_secret_access_key: str | None = None

@@ -47,11 +47,11 @@ class Storage(Protocol):
     def ping(self) -> None: ...
 
 
-def s3_client(settings: Settings) -> BaseClient:
-    """A boto3 client for the configured endpoint, path-style so any S3 server works."""
+def s3_client(settings: Settings, *, endpoint_url: str | None = None) -> BaseClient:
+    """A boto3 client for the configured endpoint (or `endpoint_url`), path-style so any S3 server works."""
     return boto3.client(
         "s3",
-        endpoint_url=settings.s3_endpoint_url,
+        endpoint_url=endpoint_url or settings.s3_endpoint_url,
         region_name=settings.s3_region,
         aws_access_key_id=settings.s3_access_key_id,
         aws_secret_access_key=settings.s3_secret_access_key,
@@ -61,8 +61,10 @@ def s3_client(settings: Settings) -> BaseClient:
 
 
 class S3Storage:
-    def __init__(self, client: BaseClient, bucket: str, prefix: str = "") -> None:
+    def __init__(self, client: BaseClient, bucket: str, prefix: str = "", *, signer: BaseClient | None = None) -> None:
         self.client, self.bucket, self.prefix = client, bucket, prefix
+        # Signs presigned links for the endpoint tenants reach; the signature covers the host it names.
+        self.signer = signer or client
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}{key}"
@@ -86,7 +88,7 @@ class S3Storage:
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
 
     def presign(self, key: str, *, ttl_s: int) -> str | None:
-        return self.client.generate_presigned_url(
+        return self.signer.generate_presigned_url(
             "get_object", Params={"Bucket": self.bucket, "Key": self._key(key)}, ExpiresIn=ttl_s
         )
 
@@ -167,7 +169,9 @@ def make_storage(settings: Settings) -> Storage:
     parsed = urlparse(url)
     if parsed.scheme == "s3":
         prefix = parsed.path.lstrip("/")
-        return S3Storage(s3_client(settings), parsed.netloc, f"{prefix.rstrip('/')}/" if prefix else "")
+        public = settings.s3_public_endpoint_url
+        return S3Storage(s3_client(settings), parsed.netloc, f"{prefix.rstrip('/')}/" if prefix else "",
+                         signer=s3_client(settings, endpoint_url=public) if public else None)
     if parsed.scheme == "file":
         return FileStorage(Path(unquote(parsed.path)))
     raise ValueError(f"OCRQ_STORAGE_URL must be s3://bucket or file:///dir, got {url!r}")

@@ -9,7 +9,7 @@ from datetime import timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from common.orm import utcnow
+from common.orm import new_id, utcnow
 from common.sql import insert_ignoring_conflicts
 from common.tenancy.models import ApiKey, Tenant
 
@@ -38,9 +38,11 @@ def create_key(session: Session, *, tenant_id: str, name: str = "default",
 
 
 def ensure_key(session: Session, *, tenant_id: str, key: str, name: str = "configured") -> None:
-    """Register a key given in settings, once."""
-    if session.scalar(select(ApiKey.id).where(ApiKey.digest == digest(key))) is None:
-        create_key(session, tenant_id=tenant_id, name=name, key=key)
+    """Register a key given in settings, once, though every API process of every host starts by trying."""
+    ensure_tenant(session, tenant_id=tenant_id)
+    row = {"id": new_id(), "tenant_id": tenant_id, "name": name, "digest": digest(key), "prefix": key[:12],
+           "revoked": False, "created_at": utcnow()}
+    insert_ignoring_conflicts(session, ApiKey, [row], keys=["digest"])
 
 
 def tenant_for(session: Session, *, key: str) -> str | None:

@@ -22,6 +22,8 @@ ELSEWHERE = {
     "Searchable PDF": "needs a finished job's id; tests/cli/test_embedded.py runs `ocrq result --format pdf` "
                       "against ocrq serve, and tests/jobs/test_pdf_results.py the API",
     "Security model": "a grant written in settings; tests/tenancy/test_s3_grants.py runs grants of that shape",
+    "Compose, one file per role": "no Docker engine here; tests/deploy/test_many_hosts_compose.py validates it",
+    "Kubernetes": "no cluster here; tests/deploy/test_k8s.py builds and validates every overlay",
 }
 
 

@@ -73,7 +73,8 @@ def weed_binary() -> str:
     return found
 
 
-def start(data_dir: Path, *, timeout: float = 60.0) -> SeaweedS3:
+def start(data_dir: Path, *, timeout: float = 60.0, host: str = "127.0.0.1", on=None) -> SeaweedS3:
+    """`on`: a tests.support.hosts.Host to run on, listening on `host` there."""
     data_dir.mkdir(parents=True, exist_ok=True)
     config = data_dir / "s3.json"
     config.write_text(json.dumps({"identities": [{
@@ -85,14 +86,16 @@ def start(data_dir: Path, *, timeout: float = 60.0) -> SeaweedS3:
     for name in ("master", "volume", "filer", "s3", "admin"):
         port = _free_port_pair(taken)
         ports |= {f"{name}.port": port, f"{name}.port.grpc": port + 10000}
-    args = [weed_binary(), "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+    args = [weed_binary(), "mini", f"-dir={data_dir}", f"-ip={host}", f"-ip.bind={host}",
             f"-s3.config={config}", "-webdav=false", "-admin.ui=false",
             # Off: their default ports (8181, 9101) are fixed, so a second server on the host would fail to start.
             "-s3.port.iceberg=0", "-s3.port.lance=0"]
     args += [f"-{name}={port}" for name, port in ports.items()]
+    if on is not None:
+        args = on.command(args)
     log = (data_dir / "weed.log").open("wb")
     process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    server = SeaweedS3(endpoint=f"http://127.0.0.1:{ports['s3.port']}", process=process, args=args, data_dir=data_dir)
+    server = SeaweedS3(endpoint=f"http://{host}:{ports['s3.port']}", process=process, args=args, data_dir=data_dir)
     return _wait_ready(server, timeout=timeout)
 
 

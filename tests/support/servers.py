@@ -100,7 +100,10 @@ def _unprivileged_user() -> str | None:
 class _Server:
     name = "server"
 
-    def __init__(self, *, port: int | None = None, base_dir: Path | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, *, port: int | None = None, base_dir: Path | None = None, timeout: float = 30.0,
+                 host: str = "127.0.0.1", on=None) -> None:
+        # `on`: a tests.support.hosts.Host whose namespaces the server runs in, listening on `host` there.
+        self.host, self.on = host, on
         self.port = port or free_port()
         self._own_dir = base_dir is None
         self.dir = Path(base_dir or tempfile.mkdtemp(prefix=f"ocrq-{self.name}-"))
@@ -129,9 +132,12 @@ class _Server:
         if self.running:
             return self
         self._prepare()
+        argv, user, env = self._command(), self._user(), None
+        if self.on is not None:
+            argv, user, env = self.on.command(argv, user=user), None, self.on.env()
         with self.log.open("ab") as log:
-            self.process = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True, user=self._user())
+            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                            stdin=subprocess.DEVNULL, start_new_session=True, user=user)
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -189,7 +195,7 @@ class _Server:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) != 0:
+                if sock.connect_ex((self.host, self.port)) != 0:
                     return
             time.sleep(0.05)
 
@@ -226,7 +232,7 @@ class PostgresServer(_Server):
         return self.database_url("postgres")
 
     def database_url(self, name: str) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
+        return f"postgresql://postgres@{self.host}:{self.port}/{name}"
 
     def _user(self) -> str | None:
         return self._as
@@ -243,10 +249,13 @@ class PostgresServer(_Server):
              "--locale=C", "--no-sync"], capture_output=True, text=True, user=self._as, cwd=self.dir, check=False)
         if result.returncode:
             raise ServerError(f"initdb failed: {result.stderr[-2000:]}")
+        if self.host != "127.0.0.1":  # initdb trusts loopback only; a namespace's address trusts its own subnet
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write("host all all samenet trust\n")
 
     def _command(self) -> list[str]:
         args = [str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port),
-                "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.socket_dir}"]
+                "-c", f"listen_addresses={self.host}", "-c", f"unix_socket_directories={self.socket_dir}"]
         for key, value in self.options.items():
             args += ["-c", f"{key}={value}"]
         return args
@@ -278,16 +287,18 @@ class RedisServer(_Server):
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://{self.host}:{self.port}/0"
 
     def _command(self) -> list[str]:
-        return [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir),
-                "--save", self.save, "--daemonize", "no", "--logfile", "", *self.extra_args]
+        # Without a password Redis answers loopback only (protected mode); a namespace's address is the test's own.
+        protected = [] if self.host == "127.0.0.1" else ["--protected-mode", "no"]
+        return [self.binary, "--bind", self.host, "--port", str(self.port), "--dir", str(self.dir),
+                "--save", self.save, "--daemonize", "no", "--logfile", "", *protected, *self.extra_args]
 
     def _command_reply(self, *words: str) -> bytes:
         payload = f"*{len(words)}\r\n".encode() + b"".join(
             f"${len(w.encode())}\r\n".encode() + w.encode() + b"\r\n" for w in words)
-        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
+        with socket.create_connection((self.host, self.port), timeout=2) as sock:
             sock.sendall(payload)
             try:
                 return sock.recv(64)

@@ -1,4 +1,4 @@
-"""A webhook receiver on 127.0.0.1 that behaves like a careful real one: it verifies every message with
+"""A webhook receiver on 127.0.0.1 (or a given address) that behaves like a careful real one: it verifies every message with
 standardwebhooks and processes each webhook-id once, keeping a dedupe table."""
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ def slow(seconds: float) -> Step:
 class Receiver(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__((host, 0), _Handler)
+        self.url = f"http://{host}:{self.server_address[1]}"
         self.secrets: list[str] = []
         self.plans: dict[str, list[Step]] = {}
         self.received: list[Received] = []
@@ -120,7 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def start() -> Receiver:
-    receiver = Receiver()
+def start(host: str = "127.0.0.1") -> Receiver:
+    receiver = Receiver(host)
     threading.Thread(target=receiver.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return receiver

@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import redis
 from celery import beat, signals
@@ -263,5 +264,14 @@ class ElectedScheduler(beat.Scheduler):
 
 def scheduler_lease(settings: Settings) -> str:
     """One scheduler per broker (and key prefix): the deployment whose queues it sends to."""
-    digest = hashlib.sha256(f"{settings.resolved_broker_url}|{settings.broker_key_prefix}".encode()).hexdigest()
-    return f"{SCHEDULER}:{digest[:16]}"
+    digest = hashlib.sha256(f"{broker_identity(settings.resolved_broker_url)}|{settings.broker_key_prefix}".encode())
+    return f"{SCHEDULER}:{digest.hexdigest()[:16]}"
+
+
+def broker_identity(url: str) -> str:
+    """The Redis server and database a URL names, however a host spells it (credentials, defaults, case)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("redis", "rediss"):
+        return url
+    database = parse_qs(parts.query).get("db", [parts.path.strip("/") or "0"])[0]
+    return f"{(parts.hostname or 'localhost').lower()}:{parts.port or 6379}/{int(database)}"
