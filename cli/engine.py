@@ -77,6 +77,9 @@ def engine(
         raise typer.Exit(engine_launcher.run(specs, log_dir=log_dir, ready_timeout_s=ready_timeout_s))
     if backend != "vllm":
         raise typer.BadParameter("backend must be vllm or cpu")
+    if refusal := engine_launcher.known_bad(engine_launcher.installed_versions()):
+        typer.echo(f"error: {refusal}", err=True)
+        raise typer.Exit(2)
     try:
         chosen = get_profile(
             profile,
