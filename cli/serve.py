@@ -125,6 +125,10 @@ def serve(settings: Settings, *, host: str, port: int, verbose: bool = False) ->
                                            timeout_graceful_shutdown=API_GRACE_S))
     threading.Thread(target=announce, args=(server, ready, stop, url, key, settings), name="announce",
                      daemon=True).start()
+    # uvicorn raises the SIGTERM or SIGINT it caught again once it has stopped, which would end this process before
+    # it stops the workers: with these handlers that second signal changes nothing.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_args: None)
     try:
         server.run()
     finally:

@@ -21,8 +21,8 @@ READY_LINE = b"ocrq is ready at "
 class EmbeddedServer:
     """Starts `ocrq serve` with a fresh OCRQ_HOME and nothing else configured."""
 
-    def __init__(self, home: Path, *, extra_env: dict[str, str] | None = None) -> None:
-        self.home, self.port = home, free_port()
+    def __init__(self, home: Path, *, extra_env: dict[str, str] | None = None, root: Path = ROOT) -> None:
+        self.home, self.port, self.root = home, free_port(), root
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("OCRQ_")}
         self.env = env | {"OCRQ_HOME": str(home)} | (extra_env or {})
@@ -31,7 +31,7 @@ class EmbeddedServer:
 
     def __enter__(self) -> EmbeddedServer:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve", "--port", str(self.port)], cwd=ROOT, env=self.env,
+            [sys.executable, "-m", "cli.main", "serve", "--port", str(self.port)], cwd=self.root, env=self.env,
             stdout=self.log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
         )
         self.wait_ready()
