@@ -53,7 +53,7 @@ def engine(
     log_dir: Annotated[Path | None, typer.Option(help="Write each engine's output to DIR/NAME.log.")] = None,
     ready_timeout_s: Annotated[float, typer.Option(help="Seconds to wait for /v1/models.")] = 900.0,
     # vLLM's scheduler and API servers turn CPU into GPU work: where the ocrq stack shares the host's cores, an
-    # upload burst that took them all slowed prefill 1.7x (BENCHMARKS.md, issue 21, session 12).
+    # upload burst that took them all slowed prefill 1.7x (BENCHMARKS.md, 2026-12-02, issue 21, run 12).
     nice: Annotated[int, typer.Option(
         min=-20, max=19, help="CPU priority of the engines (-20 to 19), ahead of the ocrq stack's 0 on a shared host. "
         "Below 0 needs root or CAP_SYS_NICE; 0 leaves it.")] = -10,
