@@ -83,12 +83,28 @@ def instrument_app(app, settings: Settings) -> None:
 
 
 def file_exporter(path: Path):
-    """The SDK's console exporter writing one JSON span a line to `path`, appended (several processes share it)."""
+    """The SDK's console exporter writing one JSON span a line to `path` (several processes append to it)."""
     from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    return ConsoleSpanExporter(out=path.open("a", buffering=1, encoding="utf-8"),
-                               formatter=lambda span: span.to_json(indent=None) + "\n")
+    return ConsoleSpanExporter(out=_AppendEachBatch(path), formatter=lambda span: span.to_json(indent=None) + "\n")
+
+
+class _AppendEachBatch:
+    """Opens the file for each batch instead of holding it: Celery's embedded beat closes every inherited file
+    descriptor after its fork, and a held one's number, reused by SQLite, had spans written into the database."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.lines = path, []
+
+    def write(self, text: str) -> None:
+        self.lines.append(text)
+
+    def flush(self) -> None:
+        lines, self.lines = self.lines, []
+        if lines:
+            with self.path.open("a", encoding="utf-8") as out:
+                out.write("".join(lines))
 
 
 def flush() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -34,6 +35,10 @@ def test_ocrq_trace_prints_the_jobs_spans_under_their_parents(tmp_path, monkeypa
         pass
     with path.open("a") as file:
         file.write('{"cut short')  # a process killed mid-line
+
+    # No descriptor of the file stays open: a forked child that closes inherited descriptors (Celery's beat) must
+    # not leave a number that a later open() takes and spans then go to.
+    assert str(path) not in {os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")}
 
     lines = timeline(job_spans(path, "j1"))
     assert lines[0].split() == ["start", "ms", "took", "ms", "span"]
