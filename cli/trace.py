@@ -41,7 +41,8 @@ def timeline(spans: list[dict]) -> list[str]:
         for s in sorted(below.get(parent, []), key=lambda s: start[id(s)]):
             took = (_time(s["end_time"]) - start[id(s)]) * 1000
             service = s.get("resource", {}).get("attributes", {}).get("service.name", "?")
-            shown = " ".join(f"{k.removeprefix('ocrq.')}={v}" for k in SHOWN if (v := s["attributes"].get(k)) is not None)
+            attributes = s["attributes"]
+            shown = " ".join(f"{k.removeprefix('ocrq.')}={attributes[k]}" for k in SHOWN if attributes.get(k) is not None)
             lines.append(f"{(start[id(s)] - t0) * 1000:>10.1f} {took:>9.1f}  {'  ' * depth}{s['name']}  [{service}]"
                          + (f"  {shown}" if shown else ""))
             walk(s["context"]["span_id"], depth + 1)

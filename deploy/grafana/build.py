@@ -35,7 +35,8 @@ def row(title: str) -> dashboard.Row:
 
 def latency(metric: str, by: str, title: str) -> timeseries.Panel:
     return series(title, "s", *(
-        query(f"histogram_quantile({q}, sum by ({by}, le) (rate({metric}_bucket[5m])))", f"p{int(q * 100)} {{{{{by}}}}}")
+        query(f"histogram_quantile({q}, sum by ({by}, le) (rate({metric}_bucket[5m])))",
+              f"p{int(q * 100)} {{{{{by}}}}}")
         for q in (0.5, 0.95, 0.99)))
 
 

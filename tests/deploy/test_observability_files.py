@@ -25,7 +25,8 @@ def exposed_metrics() -> set[str]:
     names = set(re.findall(r'GaugeMetricFamily\(\s*"(ocrq_[a-z_]+)"', source))
     names |= set(re.findall(r'_by_label\(\s*"(ocrq_[a-z_]+)"', source))
     names |= {f"{n}_total" for n in re.findall(r'Counter\(\s*"(ocrq_[a-z_]+)"', source)}
-    names |= {f"{n}{s}" for n in re.findall(r'Histogram\(\s*"(ocrq_[a-z_]+)"', source) for s in ("_bucket", "_count", "_sum")}
+    histograms = re.findall(r'Histogram\(\s*"(ocrq_[a-z_]+)"', source)
+    names |= {f"{n}{suffix}" for n in histograms for suffix in ("_bucket", "_count", "_sum")}
     return names
 
 

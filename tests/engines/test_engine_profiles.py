@@ -412,7 +412,8 @@ def test_engine_refuses_a_vllm_or_transformers_known_to_break_the_model(monkeypa
     assert launcher.known_bad({"vllm": None, "transformers": None}) is None
     assert "vLLM 0.27.1+cu129 makes every LightOnOCR model loop" in launcher.known_bad(
         {"vllm": "0.27.1+cu129", "transformers": "5.16.1"})
-    assert "transformers 5.17.0 breaks the 1B models" in launcher.known_bad({"vllm": "0.30.0", "transformers": "5.17.0"})
+    assert "transformers 5.17.0 breaks the 1B models" in launcher.known_bad(
+        {"vllm": "0.30.0", "transformers": "5.17.0"})
     monkeypatch.setattr(launcher, "installed_versions", lambda: {"vllm": "0.27.1", "transformers": "5.16.1"})
     refused = CliRunner().invoke(app, ["engine", "--dry-run"])
     assert refused.exit_code == 2 and "error: vLLM 0.27.1 makes every LightOnOCR model loop" in refused.output

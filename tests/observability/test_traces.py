@@ -36,6 +36,8 @@ def traced(tmp_path_factory, pg_url, redis_url, s3):
         api.wait_ready()
         yield api, collector, receiver
         api.stop()
+        for worker in stack.workers:  # every span is in: no need to wait out a warm shutdown
+            worker.kill()
     receiver.shutdown()
     collector.stop()
 
@@ -83,7 +85,8 @@ def test_a_job_is_one_trace_from_post_to_webhook(traced):
     (prepare,) = [s for s in trace.values() if s.name == "run/ocrq.prepare_job"]
     assert prepare.service == "ocrq-worker" and prepare.kind == CONSUMER and prepare.attributes["ocrq.job"] == job_id
     assert parent(prepare).kind == PRODUCER and parent(prepare).service == "ocrq-api"
-    pages = sorted((s for s in trace.values() if s.name == "run/ocrq.ocr_page"), key=lambda s: s.attributes["ocrq.page"])
+    pages = sorted((s for s in trace.values() if s.name == "run/ocrq.ocr_page"),
+                   key=lambda s: s.attributes["ocrq.page"])
     assert [p.attributes["ocrq.page"] for p in pages] == [1, 2]
     for page in pages:
         assert parent(parent(page)) is prepare  # published by the prepare task
