@@ -11,6 +11,7 @@ from api import errors
 from api.body_limit import BodySizeLimit
 from api.metrics import ApiMetrics
 from api.routers import batches, docs, events, health, jobs, metrics, web, webhooks
+from common import tracing
 from common.db import Database
 from common.queue.app import create_celery
 from common.services import Services
@@ -61,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", web.static_files(), name="static")
     app.mount(docs.ASSETS_URL, docs.assets(), name="docs-assets")
     app.openapi = lambda: _openapi(app)
+    tracing.instrument_app(app, settings)
     return app
 
 

@@ -68,6 +68,9 @@ class ServiceCollector:
                 select(WebhookDelivery.status, func.count()).group_by(WebhookDelivery.status)).all()
             attempts = session.execute(
                 select(WebhookAttempt.outcome, func.count()).group_by(WebhookAttempt.outcome)).all()
+            oldest = dict(session.execute(
+                select(Job.priority, func.min(Page.enqueued_at)).join(Job, Job.id == Page.job_id)
+                .where(Page.status == "queued").group_by(Job.priority)).all())
         yield _by_label("ocrq_jobs", "Jobs by status.", "status", dict.fromkeys((*JOB_ACTIVE, *JOB_TERMINAL), 0) | jobs)
         yield _by_label("ocrq_pages", "Pages by status.", "status", dict.fromkeys(PAGE_STATUSES, 0) | pages)
         yield GaugeMetricFamily("ocrq_pages_per_second",
@@ -76,6 +79,10 @@ class ServiceCollector:
         yield _by_label("ocrq_webhook_deliveries", "Webhook deliveries (one per event and URL) by status.",
                         "status", dict(deliveries))
         yield _by_label("ocrq_webhook_attempts", "Webhook delivery attempts by outcome.", "outcome", dict(attempts))
+        yield _by_label("ocrq_oldest_queued_page_seconds", "How long the oldest queued page of each lane has waited "
+                        "(0: none queued).", "lane",
+                        {lane: max((now - since).total_seconds(), 0) if (since := oldest.get(lane)) else 0
+                         for lane in LANES})
 
     def _queues(self):
         yield _by_label("ocrq_queue_depth", "Messages waiting in each ocrq.* broker queue.", "queue",

@@ -53,7 +53,7 @@ def engine(
     log_dir: Annotated[Path | None, typer.Option(help="Write each engine's output to DIR/NAME.log.")] = None,
     ready_timeout_s: Annotated[float, typer.Option(help="Seconds to wait for /v1/models.")] = 900.0,
     # vLLM's scheduler and API servers turn CPU into GPU work: where the ocrq stack shares the host's cores, an
-    # upload burst that took them all slowed prefill 1.7x (BENCHMARKS.md, issue 21, session 12).
+    # upload burst that took them all slowed prefill 1.7x (BENCHMARKS.md, 2026-12-02, issue 21, run 12).
     nice: Annotated[int, typer.Option(
         min=-20, max=19, help="CPU priority of the engines (-20 to 19), ahead of the ocrq stack's 0 on a shared host. "
         "Below 0 needs root or CAP_SYS_NICE; 0 leaves it.")] = -10,
@@ -77,6 +77,9 @@ def engine(
         raise typer.Exit(engine_launcher.run(specs, log_dir=log_dir, ready_timeout_s=ready_timeout_s))
     if backend != "vllm":
         raise typer.BadParameter("backend must be vllm or cpu")
+    if refusal := engine_launcher.known_bad(engine_launcher.installed_versions()):
+        typer.echo(f"error: {refusal}", err=True)
+        raise typer.Exit(2)
     try:
         chosen = get_profile(
             profile,

@@ -40,12 +40,14 @@ def _is_loopback(host: str) -> bool:
 
 
 @app.command()
-def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(host: str = "127.0.0.1", port: int = 8000,
+          verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Every log line at the console too, not "
+                                                "only in OCRQ_HOME/logs.")] = False) -> None:
     """Run API and worker together on the embedded default (or whatever OCRQ_* says)."""
     from cli.serve import serve as run
 
     _loopback_only_if_open(host)
-    run(get_settings(), host=host, port=port)
+    run(get_settings(), host=host, port=port, verbose=verbose)
 
 
 @app.command()
@@ -83,6 +85,10 @@ def worker(
     if lane != "all" and not gpu:
         raise typer.BadParameter("--lane needs --gpu", param_hint="--lane")
     settings = get_settings()
+    if settings.supervisor_pid:
+        from common.lifeline import end_with_parent
+
+        end_with_parent(settings.supervisor_pid)
     # Prometheus' multiprocess mode is chosen when prometheus_client is imported: the folder goes first.
     prepare_multiprocess(settings)
     from worker.run import run_worker
@@ -225,6 +231,22 @@ def erase(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     typer.echo(f"{job_id} erased" if done else f"{job_id} erased; its stored files go once storage answers again")
+
+
+@app.command()
+def trace(job_id: str) -> None:
+    """Print a job's timeline from the spans in OCRQ_TRACE_FILE (README: Observability)."""
+    from cli.trace import job_spans, timeline
+
+    path = get_settings().trace_file
+    if path is None or not path.is_file():
+        typer.echo("error: no trace file: start ocrq with OCRQ_TRACE_FILE=PATH to record traces there", err=True)
+        raise typer.Exit(2)
+    lines = timeline(job_spans(path, job_id))
+    if not lines:
+        typer.echo(f"error: no span of job {job_id} in {path}", err=True)
+        raise typer.Exit(1)
+    typer.echo("\n".join(lines))
 
 
 @app.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import logging.config
 import os
 import shlex
 import signal
@@ -17,9 +18,8 @@ from pathlib import Path
 import uvicorn
 
 from cli.client import key_file, url_file
-from common import migrate
 from common.db import Database
-from common.log_format import logging_config
+from common.log_format import CONSOLE_LOGGER, record_from_line, serve_logging_config
 from common.queue.names import WEBHOOK_QUEUE
 from common.settings import Settings
 from common.tenancy import keys
@@ -34,8 +34,13 @@ READY_MARK = b" ready."
 # A worker that dies within this many seconds of its start is restarted after a growing pause.
 QUICK_DEATH_S = 30.0
 MAX_RESTART_PAUSE_S = 60.0
+# After SIGTERM or Ctrl-C: the API's open requests get this long, then the workers this long before SIGKILL; a page
+# cut short is read again (delivery is at least once), and the whole stop stays under 10 s.
+API_GRACE_S = 2
+WORKER_GRACE_S = 5.0
 
 log = logging.getLogger("ocrq.serve")
+console = logging.getLogger(CONSOLE_LOGGER)
 
 
 def first_key(settings: Settings) -> str | None:
@@ -55,25 +60,29 @@ def first_key(settings: Settings) -> str | None:
     return key
 
 
-def start_worker(*, beat: bool, queues: str | None = None, ready: threading.Event | None = None) -> subprocess.Popen:
-    """Start a worker whose output is passed on to ours; `ready` is set when it says it is ready."""
+def start_worker(name: str, *, beat: bool, queues: str | None = None,
+                 ready: threading.Event | None = None) -> subprocess.Popen:
+    """Start a worker whose JSON log lines join ours; `ready` is set when it says it is ready."""
     # solo: one process reading one page at a time with every core, and acks without a 2 s poll delay.
     args = [sys.executable, "-m", "cli.main", "worker", "--pool", "solo"] + (["--beat"] if beat else [])
     args += ["--queues", queues] if queues else []
+    # JSON, so each line keeps its logger and level here; the worker ends itself if this process is gone.
+    env = os.environ | {"OCRQ_LOG_FORMAT": "json", "OCRQ_SUPERVISOR_PID": str(os.getpid())}
     prctl = _prctl()  # looked up before the fork: the child, forked from a threaded process, only calls it
-    process = subprocess.Popen(args, env=os.environ.copy(), start_new_session=True, stdout=subprocess.PIPE,
+    process = subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT,
                                preexec_fn=(lambda: prctl(PR_SET_PDEATHSIG, signal.SIGTERM)) if prctl else None)  # noqa: PLW1509
-    threading.Thread(target=relay, args=(process, ready), name="worker-output", daemon=True).start()
+    threading.Thread(target=relay, args=(process, ready, f"ocrq.{name}"), name=f"{name}-output",
+                     daemon=True).start()
     return process
 
 
-def relay(process: subprocess.Popen, ready: threading.Event | None) -> None:
-    """Copy a worker's output to ours line by line, watching for its ready line."""
-    out = sys.stdout.buffer
+def relay(process: subprocess.Popen, ready: threading.Event | None, logger: str) -> None:
+    """Hand a worker's output lines to our logging (the log file; the console what it shows), watching for
+    its ready line."""
     for line in iter(process.stdout.readline, b""):
-        out.write(line)
-        out.flush()
+        record = record_from_line(line.decode("utf-8", "replace").rstrip("\n"), default_logger=logger)
+        logging.getLogger(record.name).handle(record)
         if ready is not None and READY_MARK in line:
             ready.set()
 
@@ -84,39 +93,81 @@ def _prctl():
     return ctypes.CDLL("libc.so.6", use_errno=True).prctl if sys.platform == "linux" else None
 
 
-def serve(settings: Settings, *, host: str, port: int) -> None:
+def serve(settings: Settings, *, host: str, port: int, verbose: bool = False) -> None:
     """Migrate, start one worker (with the sweeper schedule), then the API in this process."""
-    from api.app import create_app
-
     settings.home.mkdir(parents=True, exist_ok=True)
+    log_dir = settings.home / "logs"
+    log_dir.mkdir(exist_ok=True)
+    log_config = serve_logging_config(settings, log_dir=log_dir, verbose=verbose)
+    logging.config.dictConfig(log_config)
+    console.info("logs: %s%s", log_dir, "" if verbose else " (-v shows them here too)")
+    # Imported once the log file is in place: Alembic logs its plugins as it loads.
+    from api.app import create_app
+    from common import migrate
+
     # Webhook links of the API and of the workers point where we serve, unless OCRQ_PUBLIC_URL says otherwise.
     os.environ |= {"OCRQ_HOST": host, "OCRQ_PORT": str(port)}
     settings = settings.model_copy(update={"host": host, "port": port})
     url = local_url(host, port)
     url_file().write_text(url + "\n")
     migrate.upgrade(settings.resolved_database_url)
+    console.info("database: up to date")
     key = None if settings.auth_disabled else first_key(settings)
+    console.info("workers: starting %s", ", ".join(WORKERS))
     ready = {name: threading.Event() for name in WORKERS}
-    workers = {name: start_worker(**options, ready=ready[name]) for name, options in WORKERS.items()}
+    workers = {name: start_worker(name, **options, ready=ready[name]) for name, options in WORKERS.items()}
     stop = threading.Event()
     watcher = threading.Thread(target=keep_alive, args=(workers, stop), name="worker-watch", daemon=True)
     watcher.start()
+    console.info("API: starting on %s", url)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
-                                           log_level=settings.log_level.lower(), log_config=logging_config(settings)))
+                                           log_level=settings.log_level.lower(), log_config=log_config,
+                                           timeout_graceful_shutdown=API_GRACE_S))
     threading.Thread(target=announce, args=(server, ready, stop, url, key, settings), name="announce",
                      daemon=True).start()
+    # uvicorn raises the SIGTERM or SIGINT it caught again once it has stopped, which would end this process before
+    # it stops the workers: with these handlers that second signal changes nothing.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_args: None)
     try:
         server.run()
     finally:
+        console.info("stopping")
         stop.set()
-        watcher.join(timeout=10)
-        for worker in workers.values():
-            os.killpg(worker.pid, signal.SIGTERM)
-        for worker in workers.values():
-            try:
-                worker.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
+        watcher.join(timeout=2)
+        stop_workers(list(workers.values()), grace_s=WORKER_GRACE_S)
+        console.info("stopped")
+    # Everything is stopped; the API's idle thread-pool threads would hold the interpreter up to 10 s more (seen:
+    # 8 s after "stopped" on a busy machine). A bind that failed is exit status 3, as uvicorn's own.
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(0 if server.started else 3)
+
+
+def stop_workers(workers: list[subprocess.Popen], *, grace_s: float) -> None:
+    """SIGTERM each worker's process group, and SIGKILL what is left of them after grace_s."""
+    for worker in workers:
+        _signal_group(worker, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for worker in workers:
+        try:
+            worker.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            pass
+    for worker in workers:
+        # Even a worker that has exited may leave a pool child or the beat process in its group.
+        _signal_group(worker, signal.SIGKILL)
+        try:
+            worker.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            log.warning("worker %d did not end after SIGKILL", worker.pid)
+
+
+def _signal_group(worker: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(worker.pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def keep_alive(workers: dict[str, subprocess.Popen], stop: threading.Event, *, every_s: float = 1.0) -> None:
@@ -133,7 +184,7 @@ def keep_alive(workers: dict[str, subprocess.Popen], stop: threading.Event, *, e
                         name, process.returncode, lived, pause[name])
             if stop.wait(pause[name]):
                 return
-            workers[name] = start_worker(**WORKERS[name])
+            workers[name] = start_worker(name, **WORKERS[name])
             started[name] = time.monotonic()
 
 
@@ -151,6 +202,7 @@ def announce(server: uvicorn.Server, ready: dict[str, threading.Event], stop: th
     while not server.started or not all(event.is_set() for event in ready.values()):
         if stop.wait(0.2) or time.monotonic() > deadline:
             return
+    console.info("workers: ready")
     print(startup_summary(url=url, key=key, key_path=key_file(), auth_disabled=settings.auth_disabled), flush=True)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Engine, create_engine, event
+import sqlalchemy
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 import common.tables  # noqa: F401  (every table in the metadata, whichever package a process uses)
@@ -15,10 +16,11 @@ def make_engine(url: str) -> Engine:
     """Create an engine; SQLite gets WAL and a busy timeout so the API and worker can share it."""
     url = url.replace("postgresql://", "postgresql+psycopg://", 1).replace("postgres://", "postgresql+psycopg://", 1)
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        # sqlalchemy.create_engine looked up at each call: tracing (common/tracing.py) wraps it after this import.
+        engine = sqlalchemy.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    return sqlalchemy.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

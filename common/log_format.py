@@ -11,10 +11,17 @@ import logging
 import logging.config
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from pathlib import Path
 
 from common.settings import Settings
 
 CONTEXT_FIELDS = ("job_id", "page", "page_id", "task_id", "task")
+# What `ocrq serve` shows at a terminal without -v: its start-up steps and one line per ended job.
+CONSOLE_LOGGER = "ocrq.console"
+JOB_ENDED_LOGGER = "ocrq.jobs.ended"
+# serve's own warnings (a worker that exited and is started again) are for the person at the terminal too.
+SERVE_LOGGER = "ocrq.serve"
+LOG_FILE_BYTES = 20 * 1024 * 1024
 # What bind_job recorded, and the task it was recorded in: a later task in the same process must not inherit it.
 _job_context: ContextVar[tuple[str | None, dict]] = ContextVar("ocrq_job_context", default=(None, {}))
 # Attributes every LogRecord has; anything else on a record came from `extra=` and is worth printing.
@@ -122,6 +129,58 @@ def logging_config(settings: Settings) -> dict:
             "httpx": {"level": "WARNING"},
         },
     }
+
+
+class ConsoleFilter(logging.Filter):
+    """Start-up steps, ended jobs and serve's own warnings; the rest goes to the log file only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name in (CONSOLE_LOGGER, JOB_ENDED_LOGGER) or (
+            record.name == SERVE_LOGGER and record.levelno >= logging.WARNING)
+
+
+def serve_logging_config(settings: Settings, *, log_dir: Path, verbose: bool) -> dict:
+    """`ocrq serve`'s dictConfig: every line to a file under log_dir; at the console only ConsoleFilter's lines
+    as bare messages, or with `verbose` every line in the chosen format."""
+    config = logging_config(settings)
+    formatter = JsonFormatter if settings.log_format == "json" else TextFormatter
+    config["formatters"] |= {"bare": {"format": "%(message)s"},
+                             "file": {"()": f"{__name__}.{formatter.__name__}"}}
+    config["filters"]["console"] = {"()": f"{__name__}.ConsoleFilter"}
+    config["handlers"] = {
+        "file": {"class": "logging.handlers.RotatingFileHandler", "filename": str(log_dir / "ocrq.log"),
+                 "maxBytes": LOG_FILE_BYTES, "backupCount": 3, "encoding": "utf-8", "formatter": "file",
+                 "filters": ["job"]},
+        "console": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout",
+                    "formatter": "line" if verbose else "bare", "filters": ["job"] if verbose else ["console"]},
+    }
+    config["root"]["handlers"] = ["file", "console"]
+    # httpx's request lines go to the file too; the console filter keeps them off the terminal.
+    config["loggers"].pop("httpx")
+    return config
+
+
+def record_from_line(line: str, *, default_logger: str) -> logging.LogRecord:
+    """A child process's output line as a LogRecord: a JsonFormatter line keeps its logger, level, time and
+    fields; any other line (a warning printed by Python, a traceback) is an INFO record of `default_logger`."""
+    try:
+        fields = json.loads(line)
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict) or not {"ts", "level", "logger", "message"} <= fields.keys():
+        return logging.makeLogRecord({"name": default_logger, "levelno": logging.INFO, "levelname": "INFO",
+                                      "msg": line})
+    message, name, level = fields.pop("message"), fields.pop("logger"), fields.pop("level")
+    if exc := fields.pop("exc", None):
+        message = f"{message}\n{exc}"
+    try:
+        created = datetime.fromisoformat(fields.pop("ts")).timestamp()
+    except (TypeError, ValueError):
+        created = datetime.now(UTC).timestamp()
+    levelno = logging.getLevelNamesMapping().get(level, logging.INFO)
+    attrs = {k: v for k, v in fields.items() if k not in _RECORD_ATTRS}
+    return logging.makeLogRecord(attrs | {"name": name, "levelname": logging.getLevelName(levelno),
+                                          "levelno": levelno, "msg": message, "created": created})
 
 
 def configure_logging(settings: Settings) -> None:

@@ -201,6 +201,11 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     # json: one object a line, with job_id, page and task_id on every line about a job; text: for a terminal.
     log_format: Literal["json", "text"] = "text"
+    # Traces as JSON lines appended to this file (`ocrq trace JOB_ID` reads it); OTLP export is the standard
+    # OTEL_EXPORTER_OTLP_ENDPOINT's. Neither set: no tracing at all (common/tracing.py).
+    trace_file: Path | None = None
+    # Set by `ocrq serve` on the workers it starts: a worker ends when that process does, even after a SIGKILL.
+    supervisor_pid: int | None = None
 
     # Observability. Each worker serves its metrics on this port (0: off); its prefork children write them to
     # files under metrics_dir (Prometheus multiprocess mode), which the API's /metrics also merges on one host.

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-from celery.signals import setup_logging, worker_process_init, worker_ready, worker_shutdown
+from celery.signals import setup_logging, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 
+from common import tracing
 from common.engines import lanes as engine_lanes
 from common.queue.app import create_celery
 from common.queue.config import gpu_worker_config
@@ -34,6 +35,10 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
     metrics.install(app, settings)
     # The CLI configured logging (JSON or text) already; a receiver here stops Celery from replacing it.
     setup_logging.connect(lambda **_kwargs: None, weak=False)
+
+    # Before the engine loads: the database engine it builds must be made after SQLAlchemy is instrumented.
+    _trace(settings, pool=pool, service="ocrq-gpu-worker" if gpu else (
+        "ocrq-webhooks" if queues == [WEBHOOK_QUEUE] else "ocrq-worker"))
 
     def _load_engine(**_kwargs) -> None:
         context_of(app).engine  # load models now, not inside the first page's time limit
@@ -69,6 +74,18 @@ def _keep_alive(app, settings: Settings) -> None:
 
     worker_ready.connect(_start, weak=False)
     worker_shutdown.connect(_stop, weak=False)
+
+
+def _trace(settings: Settings, *, pool: str, service: str) -> None:
+    """Tracing where tasks run: in each prefork child (its exporter thread must start after the fork; it exits
+    without atexit, so it flushes first), or here for the other pools."""
+    if not tracing.enabled(settings):
+        return
+    if pool != "prefork":
+        tracing.setup(settings, service=service)
+        return
+    worker_process_init.connect(lambda **_kwargs: tracing.setup(settings, service=service), weak=False)
+    worker_process_shutdown.connect(lambda **_kwargs: tracing.flush(), weak=False)
 
 
 def node_name(*, gpu: bool, lane: str, queues: list[str]) -> str:

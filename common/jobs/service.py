@@ -12,7 +12,7 @@ from botocore.exceptions import ParamValidationError
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from common import faults, listing
+from common import faults, listing, tracing
 from common.documents import DocumentInfo, DocumentRejected, PageRangeError, inspect, parse_page_ranges
 from common.errors import NotFound, Rejected
 from common.jobs import ending
@@ -78,6 +78,7 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
             record(session, job)
         faults.reach(svc.settings, "after_row")
     faults.reach(svc.settings, "after_commit")
+    tracing.annotate(job=job_id, tenant=tenant_id, lane=options.priority)
     try:
         dispatch.publish_prepare(svc.celery, job_id=job_id, lane=options.priority)
     except Exception:  # the job is committed: the sweeper publishes it once the broker is back

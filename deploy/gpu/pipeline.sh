@@ -9,7 +9,7 @@
 #                                                     encoder + prefill profiled, rotary eager and fused)
 #          final                                      (issue 21 #2-#4: the profile as run here, steady, end to end at
 #                                                     1,024 pages, the prefill profile, issue 9's configuration;
-#                                                     session 8's e2exqa, folded into it)
+#                                                     run 8's (2026-12-01) e2exqa, folded into it)
 #          feed                                       (issue 21 #3, #4: the bulk worker's threads and prefork end
 #                                                     to end, fp8 steady, issue 9's fp8 beside it)
 #          prefill3                                   (issue 21 #2: the encoder's residual adds in the GEMMs or the
@@ -240,7 +240,7 @@ step_agree() {  # issue 21: fp8 KV (FA3, FlashInfer) against bf16, greedy, the f
 
 step_xqa() {  # fp8 through FLASHINFER with the XQA decode kernel. vLLM 0.26 routes Hopper decoding to XQA only when it
   # believes FlashInfer's cubins can be had (artifactory reachable, or flashinfer-cubin installed); offline it fell
-  # back to FlashInfer's native decode (session 6). XQA itself is JIT-compiled from source and needs no cubin.
+  # back to FlashInfer's native decode (run 6 (2026-12-01)). XQA itself is JIT-compiled from source and needs no cubin.
   VLLM_HAS_FLASHINFER_CUBIN=1 READY_S=420 agree_engine agree-fp8-xqa 1 --kv-cache-dtype fp8 --attention-backend FLASHINFER
 }
 
@@ -312,7 +312,7 @@ step_feed() {  # issue 21 #3, #4 on one machine, the h200 profile's fp8 engine: 
   timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
   svc_pid=$!
   if ! READY_S=480 serve feed-fp8 --profile h200 --kv-cache-dtype fp8; then
-    say "retrying with session 9's encoder and decoder (fusion norm, decoder off)"
+    say "retrying with run 9's (2026-12-01) encoder and decoder (fusion norm, decoder off)"
     export OCRQ_ENCODER_FUSION=norm OCRQ_DECODER_FUSION=off
     READY_S=420 serve feed-fp8-norm --profile h200 --kv-cache-dtype fp8 || return
   fi
@@ -386,7 +386,7 @@ step_prefill2() {  # issue 21 #2: encoder + prefill CUDA time a page, rotary eag
 }
 
 step_prefill3() {  # issue 21 #2: encoder + prefill CUDA time a page for the encoder's residual adds in the norms
-  # (session 9) or in the projections' GEMMs, and the decoder's q/k norm and rotary fused or not; session 9's modes
+  # (run 9 (2026-12-01)) or in the projections' GEMMs, and the decoder's q/k norm and rotary fused or not; run 9's (2026-12-01) modes
   # first and last, to see the drift. Then the engines served after it take the fastest modes the selfcheck passed.
   local modes=fused/norm/off,fused/gemm/off,fused/norm/on,fused/gemm/on,fused/norm/off
   say "encoder + prefill profile (bench/gpu_prefill_profile.py $modes)"
@@ -407,7 +407,7 @@ if ok and profiled:
 EOF
   )
   if [ -z "$best" ]; then
-    say "no passed selfcheck or no profile: served engines run session 9's modes (fusion norm, decoder off)"
+    say "no passed selfcheck or no profile: served engines run run 9's (2026-12-01) modes (fusion norm, decoder off)"
     best="norm off"
   fi
   read -r OCRQ_ENCODER_FUSION OCRQ_DECODER_FUSION <<< "$best"

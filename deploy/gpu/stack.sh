@@ -15,7 +15,7 @@
 #                    (16) = 512 pages in flight at most (the h200 profile's max_num_seqs): a process renders its
 #                    batch (one fork per page) and then waits on the engine for all of it. Batches leave part-filled
 #                    (OCRQ_ENGINE_BATCH_WAIT_S, 0.25 s), so fewer are in flight. 64 processes measured worse,
-#                    but while pages at the engine were read again (BENCHMARKS.md, issue 21, session 10).
+#                    but while pages at the engine were read again (BENCHMARKS.md, 2026-12-01, issue 21, run 10).
 #                    $OCRQ_STACK_GPU_POOL (prefork) picks Celery's pool: with threads each thread frees its page's
 #                    slot as the page comes back, and $OCRQ_STACK_GPU_WORKERS (1) such workers (gpu-bulk,
 #                    gpu-bulk-2, ...) split the pages in flight, each process holding and forking for fewer

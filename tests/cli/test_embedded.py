@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import httpx
 
 from cli.serve import startup_summary
 from tests.support import webhook_receiver
-from tests.support.embedded import ROOT, EmbeddedServer
+from tests.support.embedded import ROOT, EmbeddedServer, alive
 from tests.support.pdf_checks import poppler_text
 from tests.support.stack import children
 from tests.support.text import word_recall
@@ -67,6 +68,24 @@ def test_serve_then_submit_and_poll(tmp_path, samples):
                              timeout=120)
         assert cli.returncode == 0, cli.stderr
         assert pdf.read_bytes().startswith(b"%PDF-") and "LinnSequencer" in poppler_text(pdf)
+
+        # The console: start-up steps, the summary, one line per ended job; the rest is in the log file.
+        console = server.log.read_text()
+        assert console.startswith(f"logs: {home / 'logs'} (-v shows them here too)\ndatabase: up to date\n")
+        assert re.search(rf"^job finished  {job_id}  linn\.png  1 page  [0-9.]+ s  succeeded$", console, re.M)
+        assert "celery" not in console and "kombu" not in console.lower() and "Warning" not in console
+        log_file = (home / "logs" / "ocrq.log").read_text()
+        assert " ready." in log_file and f"job finished  {job_id}" in log_file and server.key not in log_file
+
+        # Stopped while a page is being read: gone within 10 s, and no worker outlives it.
+        with (samples / "typewriter.png").open("rb") as body:
+            httpx.post(f"{server.url}/jobs", headers=headers, files={"file": ("typewriter.png", body)})
+        server.wait_for_a_page_being_read()
+        below = server.descendants()
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(timeout=10)
+        assert time.monotonic() - started < 10 and not [pid for pid in below if alive(pid)]
     receiver.shutdown()
 
 
@@ -114,3 +133,14 @@ def test_a_worker_that_dies_is_started_again_and_jobs_still_finish(tmp_path, sam
             time.sleep(0.2)
         assert job["status"] == "succeeded", job
         assert pages_worker not in children(server.process.pid)
+
+        # `ocrq serve` SIGKILLed while a page is being read: its workers end on their own.
+        with (samples / "typewriter.png").open("rb") as body:
+            httpx.post(f"{server.url}/jobs", headers=headers, files={"file": ("typewriter.png", body)})
+        server.wait_for_a_page_being_read()
+        below = server.descendants()
+        server.process.kill()
+        deadline = time.monotonic() + 15
+        while [pid for pid in below if alive(pid)] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in below if alive(pid)]

@@ -35,3 +35,20 @@ def test_exceptions_and_text_lines():
     assert "ValueError: bad page" in json.loads(JsonFormatter().format(rec))["exc"]
     text = TextFormatter().format(record("plain", data={"id": "x"}))
     assert text.split(" ", 2)[2].startswith("WARNING ocrq.test: plain job_id=j3") and "data=" not in text
+
+
+def test_a_child_line_becomes_the_record_it_was_and_serve_shows_only_its_own():
+    from common.log_format import ConsoleFilter, record_from_line
+
+    line = json.dumps({"ts": "2026-12-03T08:00:00.000+00:00", "level": "WARNING", "logger": "ocrq.jobs.ended",
+                       "message": "job finished  j1  a.png  1 page  2.0 s  succeeded", "job_id": "j1"})
+    ended = record_from_line(line, default_logger="ocrq.worker")
+    assert (ended.name, ended.levelno, ended.getMessage(), ended.job_id) == (
+        "ocrq.jobs.ended", logging.WARNING, "job finished  j1  a.png  1 page  2.0 s  succeeded", "j1")
+    assert ended.created == 1796284800.0
+    raw = record_from_line("Traceback (most recent call last): %s", default_logger="ocrq.worker")
+    assert (raw.name, raw.levelno, raw.getMessage()) == ("ocrq.worker", logging.INFO,
+                                                          "Traceback (most recent call last): %s")
+    shown = ConsoleFilter()
+    assert shown.filter(ended) and not shown.filter(raw)
+    assert not shown.filter(record_from_line(line.replace("ocrq.jobs.ended", "kombu"), default_logger="x"))

@@ -423,3 +423,21 @@ def test_flashinfer_kernels_come_prebuilt_in_both_wheels_or_from_nvcc(monkeypatc
     monkeypatch.setattr(profiles.shutil, "which", lambda name: "/usr/local/cuda/bin/nvcc" if nvcc else None)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     assert profiles.flashinfer_kernels() == expected
+
+
+def test_engine_refuses_a_vllm_or_transformers_known_to_break_the_model(monkeypatch):
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from worker.engines import launcher
+
+    assert launcher.known_bad({"vllm": "0.26.0", "transformers": "5.16.1"}) is None
+    assert launcher.known_bad({"vllm": None, "transformers": None}) is None
+    assert "vLLM 0.27.1+cu129 makes every LightOnOCR model loop" in launcher.known_bad(
+        {"vllm": "0.27.1+cu129", "transformers": "5.16.1"})
+    assert "transformers 5.17.0 breaks the 1B models" in launcher.known_bad(
+        {"vllm": "0.30.0", "transformers": "5.17.0"})
+    monkeypatch.setattr(launcher, "installed_versions", lambda: {"vllm": "0.27.1", "transformers": "5.16.1"})
+    refused = CliRunner().invoke(app, ["engine", "--dry-run"])
+    assert refused.exit_code == 2 and "error: vLLM 0.27.1 makes every LightOnOCR model loop" in refused.output
+    assert "pip install 'ocrq[gpu]'" in refused.output and "Traceback" not in refused.output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -20,8 +21,8 @@ READY_LINE = b"ocrq is ready at "
 class EmbeddedServer:
     """Starts `ocrq serve` with a fresh OCRQ_HOME and nothing else configured."""
 
-    def __init__(self, home: Path, *, extra_env: dict[str, str] | None = None) -> None:
-        self.home, self.port = home, free_port()
+    def __init__(self, home: Path, *, extra_env: dict[str, str] | None = None, root: Path = ROOT) -> None:
+        self.home, self.port, self.root = home, free_port(), root
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("OCRQ_")}
         self.env = env | {"OCRQ_HOME": str(home)} | (extra_env or {})
@@ -30,7 +31,7 @@ class EmbeddedServer:
 
     def __enter__(self) -> EmbeddedServer:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve", "--port", str(self.port)], cwd=ROOT, env=self.env,
+            [sys.executable, "-m", "cli.main", "serve", "--port", str(self.port)], cwd=self.root, env=self.env,
             stdout=self.log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
         )
         self.wait_ready()
@@ -67,3 +68,30 @@ class EmbeddedServer:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
+
+    def descendants(self) -> list[int]:
+        """Every process below `ocrq serve`: its workers, their pool children and beat."""
+        from tests.support.stack import children
+
+        found, todo = [], [self.process.pid]
+        while todo:
+            for child in children(todo.pop()):
+                found.append(child)
+                todo.append(child)
+        return found
+
+    def wait_for_a_page_being_read(self, timeout: float = 60) -> None:
+        """Until a worker has claimed a page and not yet written it."""
+        deadline = time.monotonic() + timeout
+        with sqlite3.connect(self.home / "ocrq.db") as db:
+            while not db.execute("select count(*) from pages where status = 'running'").fetchone()[0]:
+                assert time.monotonic() < deadline, "no page was being read"
+                time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie waiting for its reaper does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False

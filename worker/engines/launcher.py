@@ -12,10 +12,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 import httpx
+from packaging.version import InvalidVersion, Version
 
 from ocrq_vllm_plugin.env import HOLDER_LOAD_FORMAT_ENV, LANE_ENV, SHARED_DIR_ENV, STATE_ENV
 from ocrq_vllm_plugin.holder import HolderId
@@ -387,3 +390,40 @@ def _ready_under_mps(mps: MpsDaemon, specs: list[EngineSpec], urls: list[str], *
         log.log(level, "MPS: %d client process(es) for %d engine(s): %s", len(clients), len(specs), clients)
     if on_ready:
         on_ready(urls)
+
+
+# Versions that break LightOnOCR, from LightOn's own README (lightonai/LightOnOCR, "vLLM version", at 36755d4):
+# "transformers 5.17 breaks the 1B models on vLLM 0.30.0, and vLLM 0.27.1 makes every model loop". The gpu
+# extra excludes the same versions; this refusal catches an environment installed some other way.
+KNOWN_BAD_VLLM = {"0.27.1": "makes every LightOnOCR model loop"}
+FIRST_BAD_TRANSFORMERS = Version("5.17")
+
+
+def installed_versions() -> dict[str, str | None]:
+    """The installed vLLM and transformers versions (None where one is not installed)."""
+    found: dict[str, str | None] = {}
+    for name in ("vllm", "transformers"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def known_bad(versions: Mapping[str, str | None]) -> str | None:
+    """A sentence saying why these vLLM and transformers versions must not serve LightOnOCR, or None."""
+    reasons = []
+    try:
+        vllm = Version(versions["vllm"]) if versions.get("vllm") else None
+        transformers = Version(versions["transformers"]) if versions.get("transformers") else None
+    except InvalidVersion:
+        return None
+    if vllm is not None and vllm.base_version in KNOWN_BAD_VLLM:  # 0.27.1+cu129 too
+        reasons.append(f"vLLM {versions['vllm']} {KNOWN_BAD_VLLM[vllm.base_version]}")
+    if transformers is not None and transformers >= FIRST_BAD_TRANSFORMERS:
+        reasons.append(f"transformers {versions['transformers']} breaks the 1B models (5.17 renamed "
+                       "PixtralRotaryEmbedding, which vLLM imports)")
+    if not reasons:
+        return None
+    return ("; ".join(reasons) + " (LightOn's LightOnOCR README). Install the gpu extra's versions: "
+            "pip install 'ocrq[gpu]' (vLLM 0.26.0 ran here; transformers 5.16.1).")

@@ -7,7 +7,7 @@ import logging
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
-from common import faults, outages
+from common import faults, outages, tracing
 from common.jobs import ending
 from common.jobs import states as job_states
 from common.jobs.ending import JobEnded
@@ -50,7 +50,8 @@ def finish_closing(ctx: WorkerContext, *, job_id: str, closed: JobEnded | bool |
     """After the page's commit: store the result if it must be, end the job, and announce its end."""
     if closed is True:
         try:
-            reason = store_result(ctx, job_id=job_id)
+            with tracing.span("result.store", job=job_id):
+                reason = store_result(ctx, job_id=job_id)
         except outages.OUTAGE_TYPES as exc:
             if outages.outage_of(exc) != "storage":
                 raise

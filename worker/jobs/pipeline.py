@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select, update
 
-from common import outages
+from common import outages, tracing
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
 from common.events import service as events
 from common.jobs import states as job_states
@@ -17,6 +17,7 @@ from common.log_format import bind_job
 from common.netguard import FetchError
 from common.object_keys import source_key
 from common.orm import utcnow
+from common.queue import buckets
 from common.queue import publish as dispatch
 from common.sql import insert_ignoring_conflicts
 from common.storage import ObjectMissing
@@ -37,6 +38,7 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
         job = session.get(Job, job_id)
         if job is None or job.status not in job_states.JOB_ACTIVE:
             return
+        tracing.annotate(job=job_id, tenant=job.tenant_id, lane=job.priority)
         job_states.start_job(session, job_id=job_id)
     if not job.pages_total and not _split(ctx, job):
         return
@@ -112,13 +114,16 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
     ready: list[tuple[Claimed, RenderedPage]] = []
     for c in claimed:
         bind_job(job_id=c.job.id, page=c.page.index + 1, page_id=c.page.id)
+        tracing.annotate(job=c.job.id, page=c.page.index + 1, tenant=c.job.tenant_id, lane=c.job.priority,
+                         attempt=c.attempts, bucket=_bucket(c.page))
         ctx.metrics.page_taken(lane=c.job.priority, enqueued_at=c.page.enqueued_at, started_at=c.page.started_at)
         if c.attempts > max_attempts:
             outcomes[c.page.id] = job_states.PageOutcome(
                 error=f"gave up after {max_attempts} attempts: the worker died or ran out of time on this page")
             continue
         try:
-            ready.append((c, render_page(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)))
+            with tracing.span("render", job=c.job.id, page=c.page.index + 1):
+                ready.append((c, render_page(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)))
         except outages.OUTAGE_TYPES as exc:
             if outages.outage_of(exc) and _within_outage_grace(ctx, c.job):
                 _retry_later(ctx, c, refund=True)
@@ -132,7 +137,9 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
                 error=f"page {c.page.index + 1} could not be rendered: {public_reason(exc)}")
     if ready:
         started = time.perf_counter()
-        results = ctx.engine.read([rendered.image for _, rendered in ready])
+        with tracing.span("engine.read", engine=ctx.engine.name, pages=len(ready)):
+            results = ctx.engine.read([rendered.image for _, rendered in ready])
+            tracing.annotate(engine_url=_engine_urls(results))
         elapsed = time.perf_counter() - started
         for (c, rendered), result in zip(ready, results, strict=True):
             ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=result)
@@ -157,7 +164,7 @@ def _write_outcomes(ctx: WorkerContext, finished: list[tuple[Page, job_states.Pa
     """Write each page's outcome once, and in the same transaction close its job if it was the last."""
     for page, outcome in finished:
         bind_job(job_id=page.job_id, page=page.index + 1, page_id=page.id)
-        with ctx.db.session() as session:
+        with tracing.span("write", job=page.job_id, page=page.index + 1), ctx.db.session() as session:
             written = job_states.finish_page(session, page_id=page.id, outcome=outcome)
             if written:
                 events.page_ended(session, job_id=page.job_id, page_id=page.id)
@@ -165,6 +172,15 @@ def _write_outcomes(ctx: WorkerContext, finished: list[tuple[Page, job_states.Pa
         if written:
             page_written(ctx, outcome)
         finish_closing(ctx, job_id=page.job_id, closed=closed)
+
+
+def _bucket(page: Page) -> str | None:
+    return buckets.bucket_of(page.width, page.height) if page.width and page.height else None
+
+
+def _engine_urls(results: list[PageText | EngineError]) -> str | None:
+    urls = sorted({url for result in results if isinstance(result, PageText) and (url := result.details.get("url"))})
+    return ",".join(urls) or None
 
 
 def _claim(ctx: WorkerContext, *, page_id: str) -> Claimed | None:

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from sqlalchemy import and_, or_, update
 
+from common import tracing
 from common.orm import new_id, utcnow
 from common.sql import insert_ignoring_conflicts
 from common.webhooks import secrets as webhook_secrets
@@ -57,8 +58,9 @@ def deliver(ctx: WorkerContext, *, delivery_id: str) -> str | None:
         s = ctx.settings
         body = claim.body.encode()
         headers = sign(secrets=secrets, msg_id=f"msg_{claim.delivery_id}", timestamp=now, body=body)
-        attempt = send_once(url=claim.url, body=body, headers=headers, allowlist=s.net_allowlist,
-                            timeout_s=s.webhook_timeout_s, max_response_bytes=s.webhook_max_response_bytes)
+        with tracing.span("webhook.send", tenant=claim.tenant_id, delivery=claim.delivery_id, attempt=claim.number):
+            attempt = send_once(url=claim.url, body=body, headers=headers, allowlist=s.net_allowlist,
+                                timeout_s=s.webhook_timeout_s, max_response_bytes=s.webhook_max_response_bytes)
     return _record(ctx, claim=claim, attempt=attempt)
 
 
