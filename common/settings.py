@@ -88,6 +88,15 @@ class Settings(BaseSettings):
     engine_extra_body: dict = Field(default_factory=dict)
     # Fail a page whose answer hit the token cap; off only where the output length is forced (ignore_eos).
     engine_guard_repetition: bool = True
+    # Ask vLLM for the sampled tokens' log-probabilities: word, line and page confidence (README: Confidence).
+    engine_logprobs: bool = True
+    # Turn vLLM pages upright and lay their markdown onto rapidocr's detected lines on the worker's CPU:
+    # blocks, boxes and rotation in every result (README: GPU pages' blocks; cost in BENCHMARKS.md).
+    engine_layout: bool = True
+    # Pages whose confidence is under the threshold are listed in the job view (low_confidence_pages); a
+    # tenant's own threshold, by tenant id, overrides the default.
+    low_confidence_threshold: float = Field(default=0.8, ge=0, le=1)
+    low_confidence_thresholds: dict[str, float] = Field(default_factory=dict)
     cpu_threads: int = 0
 
     api_keys: CommaList = Field(default_factory=list)

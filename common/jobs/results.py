@@ -1,4 +1,5 @@
-"""Assembling a job's pages into the text result formats: markdown, text and per-page JSON (pdf: pdf_output)."""
+"""Assembling a job's pages into the result formats: markdown, text and per-page JSON here; hOCR, ALTO and PAGE
+XML in common/formats; pdf in common/pdf_output."""
 
 from __future__ import annotations
 
@@ -6,13 +7,18 @@ import html
 import json
 import re
 
+from common.formats.structure import normalised
 from common.jobs.models import Job, Page
 
-TEXT_FORMATS = ("markdown", "text", "json")
+LAYOUT_FORMATS = ("hocr", "alto", "page")
+TEXT_FORMATS = ("markdown", "text", "json", *LAYOUT_FORMATS)
 FORMATS = (*TEXT_FORMATS, "pdf")
 MEDIA_TYPES = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; charset=utf-8",
-               "json": "application/json", "pdf": "application/pdf"}
-EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf"}
+               "json": "application/json", "pdf": "application/pdf",
+               "hocr": "application/xhtml+xml; charset=utf-8", "alto": "application/xml; charset=utf-8",
+               "page": "application/xml; charset=utf-8"}
+EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf", "hocr": "hocr", "alto": "alto.xml",
+              "page": "page.xml"}
 
 _TAG = re.compile(r"<[^>]+>")
 _MD_PREFIX = re.compile(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(?=\S))", re.MULTILINE)
@@ -51,13 +57,18 @@ def page_json(page: Page) -> dict:
         "seconds": round(page.seconds, 4) if page.seconds is not None else None,
         "error": page.error,
         "rotation": page.rotation,
-        "blocks": page.blocks,
+        "confidence": page.confidence,
+        "blocks": normalised(page.blocks) if page.blocks else page.blocks,
     }
 
 
 def render(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) -> str:
     """The whole result in one format; pages in document order whatever order they finished in."""
     pages = sorted(pages, key=lambda p: p.index)
+    if fmt in LAYOUT_FORMATS:
+        from common.formats import render_layout  # its fallback reads pages through markdown_to_text here
+
+        return render_layout(fmt, job, pages)
     if fmt == "json":
         body = {"job_id": job.id, "status": status or job.status, "metadata": job.meta,
                 "pages": [page_json(p) for p in pages]}

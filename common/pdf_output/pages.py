@@ -9,7 +9,7 @@ from common.jobs import results
 from common.jobs.models import Job, Page
 
 from .assemble import build_pdf
-from .placement import place_words
+from common.formats.placement import place_words
 from .text_layer import Line, PageLayer
 
 

@@ -50,7 +50,8 @@ def _read(stack, client, tmp_path):
     assert [p["page"] for p in pages] == [1, 2, 3, 4]
     for page, word in zip(pages, WORDS, strict=True):
         assert word in page["text"] and page["engine"] == "vllm" and page["model"] == MODEL
-        assert page["blocks"] is None and page["rotation"] is None  # vLLM gives text, no boxes
+        # The layout is on by default: detected lines in reading order, confidence from the logprobs.
+        assert page["rotation"] == 0 and page["blocks"] and 0 < page["confidence"] <= 1
     with stack.services.db.session() as session:
         return job_id, list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.index)))
 

@@ -1,0 +1,24 @@
+"""pages.confidence: the page's confidence (0-1) from the engine, for low_confidence_pages.
+
+Revision ID: 0012conf
+Revises: 0011
+Create Date: 2026-12-03
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0012conf"
+down_revision = "0011"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("pages", sa.Column("confidence", sa.Float(), nullable=True))
+
+
+def downgrade() -> None:
+    op.drop_column("pages", "confidence")
