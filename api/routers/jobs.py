@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import get_args
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -17,7 +17,16 @@ from api.idempotency import IdempotencyKeyHeader, replayed
 from common.errors import Rejected
 from common.jobs import pdf_results, results
 from common.jobs import service as jobs
-from common.jobs.schemas import JobAccepted, JobFromSource, JobLinks, JobOptions, JobView, PageError
+from common.jobs.schemas import (
+    JobAccepted,
+    JobFromSource,
+    JobLinks,
+    JobOptions,
+    JobView,
+    Output,
+    PageError,
+    ResultFormat,
+)
 from common.jobs.service import Source
 from common.services import Services
 from common.storage import ObjectMissing
@@ -39,7 +48,7 @@ SUBMIT_BODY = {
                 "properties": {
                     "file": {"type": "string", "format": "binary"},
                     "pages": {"type": "string"},
-                    "output": {"type": "string", "enum": ["markdown", "text", "json", "pdf"]},
+                    "output": {"type": "string", "enum": list(get_args(Output))},
                     "webhook_url": {"type": "string"},
                     "priority": {"type": "string", "enum": ["interactive", "bulk"]},
                     "metadata": {"type": "string", "description": "a JSON object, echoed back"},
@@ -104,6 +113,7 @@ def get_job(job_id: str, request: Request, svc: ServicesDep, session: SessionDep
     """The job's status, page counts, per-page errors and timestamps."""
     job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
     errors = [PageError(page=p.index + 1, error=p.error or "") for p in jobs.failed_pages(session, job_id=job.id)]
+    threshold = svc.settings.confidence_threshold_of(tenant)
     download = None
     if job.result_key:
         download = svc.storage.presign(results.object_key(job.result_key, job.output), ttl_s=svc.settings.presign_ttl_s)
@@ -113,18 +123,22 @@ def get_job(job_id: str, request: Request, svc: ServicesDep, session: SessionDep
         pages_failed=job.pages_failed, page_errors=errors, error=job.error, metadata=job.meta,
         created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
         expired_at=job.expired_at, links=links(request, job.id, download),
+        low_confidence_pages=jobs.low_confidence_pages(session, job_id=job.id, threshold=threshold),
+        confidence_threshold=threshold,
     )
 
 
 @router.get("/{job_id}/result", responses={200: {"content": {"text/markdown": {}, "text/plain": {},
-                                                             "application/pdf": {}}},
+                                                             "application/pdf": {}, "application/xhtml+xml": {},
+                                                             "application/xml": {}, "application/zip": {}}},
                                            303: {}, 404: {}, 409: {}, 410: {}, 422: {}})
 def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: TenantDep,
-               format: Literal["markdown", "text", "json", "pdf"] | None = None) -> Response:
+               format: ResultFormat | None = None) -> Response:
     """The result in the asked format (default: the job's `output`); 409 until the job has finished.
 
     `pdf`: the pages with a searchable text layer; stored when the job was submitted with output=pdf,
-    built on demand otherwise (while the source is still stored).
+    built on demand otherwise (while the source is still stored). `hocr` (hOCR 1.2), `alto` (ALTO v4) and
+    `page` (a zip of PAGE XML 2019, one file a page): lines and words with boxes and confidence.
     """
     job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
     fmt = format or job.output
@@ -145,7 +159,7 @@ def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: Tenan
     if fmt == "pdf":
         body = pdf_results.build_on_demand(svc, session, job=job)
     else:
-        body = results.render(job, jobs.pages_of(session, job_id=job.id), fmt)
+        body = results.body(job, jobs.pages_of(session, job_id=job.id), fmt)
     return Response(body, media_type=results.MEDIA_TYPES[fmt], headers=_attachment(job, fmt))
 
 

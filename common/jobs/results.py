@@ -10,15 +10,16 @@ import re
 from common.formats.structure import normalised
 from common.jobs.models import Job, Page
 
-LAYOUT_FORMATS = ("hocr", "alto", "page")
-TEXT_FORMATS = ("markdown", "text", "json", *LAYOUT_FORMATS)
-FORMATS = (*TEXT_FORMATS, "pdf")
+TEXT_FORMATS = ("markdown", "text", "json")
+LAYOUT_FORMATS = ("hocr", "alto", "page")  # common/formats; page is a zip of one PAGE XML file a page
+STORED_FORMATS = (*TEXT_FORMATS, *LAYOUT_FORMATS)
+FORMATS = (*STORED_FORMATS, "pdf")
 MEDIA_TYPES = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; charset=utf-8",
                "json": "application/json", "pdf": "application/pdf",
                "hocr": "application/xhtml+xml; charset=utf-8", "alto": "application/xml; charset=utf-8",
-               "page": "application/xml; charset=utf-8"}
+               "page": "application/zip"}
 EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf", "hocr": "hocr", "alto": "alto.xml",
-              "page": "page.xml"}
+              "page": "page.zip"}
 
 _TAG = re.compile(r"<[^>]+>")
 _MD_PREFIX = re.compile(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(?=\S))", re.MULTILINE)
@@ -65,10 +66,6 @@ def page_json(page: Page) -> dict:
 def render(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) -> str:
     """The whole result in one format; pages in document order whatever order they finished in."""
     pages = sorted(pages, key=lambda p: p.index)
-    if fmt in LAYOUT_FORMATS:
-        from common.formats import render_layout  # its fallback reads pages through markdown_to_text here
-
-        return render_layout(fmt, job, pages)
     if fmt == "json":
         body = {"job_id": job.id, "status": status or job.status, "metadata": job.meta,
                 "pages": [page_json(p) for p in pages]}
@@ -82,3 +79,12 @@ def render(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) 
         else:
             parts.append(markdown_to_text(page.text or "").strip())
     return ("\n\n" if fmt == "markdown" else "\n\f\n").join(parts) + "\n"
+
+
+def body(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) -> bytes:
+    """The result's bytes in any stored format: a text format, or a layout format (hocr, alto, page)."""
+    if fmt in LAYOUT_FORMATS:
+        from common.formats import render_layout  # common.formats reads pages through this module
+
+        return render_layout(fmt, job, pages)
+    return render(job, pages, fmt, status=status).encode()

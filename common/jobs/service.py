@@ -139,6 +139,13 @@ def pages_of(session: Session, *, job_id: str) -> list[Page]:
     return list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.index)))
 
 
+def low_confidence_pages(session: Session, *, job_id: str, threshold: float) -> list[int]:
+    """The 1-based numbers of the job's pages read with a confidence under the threshold."""
+    return [index + 1 for index in session.scalars(
+        select(Page.index).where(Page.job_id == job_id, Page.status == "succeeded", Page.confidence < threshold)
+        .order_by(Page.index))]
+
+
 def failed_pages(session: Session, *, job_id: str) -> list[Page]:
     return list(session.scalars(
         select(Page).where(Page.job_id == job_id, Page.status == "failed").order_by(Page.index)

@@ -65,7 +65,7 @@ def _write_result(ctx: WorkerContext, *, batch: Batch, key: str, job: Job, pages
     elif batch.output == "pdf":
         body = job_pdf(job, pages, source=ctx.sources.path(job), limits=ctx.limits)
     else:
-        body = results.render(job, pages, batch.output).encode()
+        body = results.body(job, pages, batch.output)
     ctx.s3_for_batch(batch, "write").put_object(Bucket=batch.output_bucket, Key=out_key, Body=body,
                                                 ContentType=results.MEDIA_TYPES[batch.output])
     return f"s3://{batch.output_bucket}/{out_key}"

@@ -6,8 +6,8 @@
 user message. GET /ocrq/weights answers as the ocrq vLLM plugin does, for an engine that owns its
 weights (it shares nothing). With --admin (or admin=True), POST /admin/faults {"mode": "503"|"429"|
 "oom"|"dead"|"length"|"delay", "count": N, "delay_s": S} makes the next N chat requests fail that way
-(-1: until cleared), and GET /admin/requests lists the chat requests seen (their parameters without the messages), to check
-batch-1 degradation and what the client sent.
+(-1: until cleared), and GET /admin/requests lists the chat requests seen (their parameters without the messages, and the answer's
+content and logprobs), to check batch-1 degradation, what the client sent and what it was told.
 OCRQ_CPU_ENGINE_FAULTS="503:2" sets a fault at start.
 """
 
@@ -245,13 +245,13 @@ def create_app(
         if isinstance(body, dict):
             entry["temperature"] = body.get("temperature")
             entry["params"] = {key: value for key, value in body.items() if key != "messages"}
-            response = await _chat(body)
+            response = await _chat(body, entry)
         else:
             response = _error(400, "body is not a JSON object", "BadRequestError")
         app.state.requests.finish(entry, response.status_code)
         return response
 
-    async def _chat(body: dict) -> JSONResponse:
+    async def _chat(body: dict, entry: dict) -> JSONResponse:
         if body.get("model") != served_model_name:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 4096)
@@ -291,11 +291,12 @@ def create_app(
             )
         text, scores = await to_thread.run_sync(run_ocr, app.state.ocr, image, limiter=limiter)
         text, count, finish_reason = cap_tokens(text, max_tokens)
+        logprobs = token_logprobs(text, scores) if body.get("logprobs") else None
+        entry["answer"] = {"content": text, "logprobs": logprobs}
         return JSONResponse(
             _completion(
                 model=served_model_name, text=text, finish_reason=finish_reason,
-                prompt_tokens=prompt_tokens, completion_tokens=count,
-                logprobs=token_logprobs(text, scores) if body.get("logprobs") else None,
+                prompt_tokens=prompt_tokens, completion_tokens=count, logprobs=logprobs,
             )
         )
 
