@@ -93,6 +93,8 @@ class Settings(BaseSettings):
     # Turn vLLM pages upright and lay their markdown onto rapidocr's detected lines on the worker's CPU:
     # blocks, boxes and rotation in every result (README: GPU pages' blocks; cost in BENCHMARKS.md).
     engine_layout: bool = True
+    # A LightOnOCR-3 engine: ask for its grounding output and take its own block boxes (README: GPU pages' blocks).
+    engine_grounding: bool = False
     # Pages whose confidence is under the threshold are listed in the job view (low_confidence_pages); a
     # tenant's own threshold, by tenant id, overrides the default.
     low_confidence_threshold: float = Field(default=0.8, ge=0, le=1)

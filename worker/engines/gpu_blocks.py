@@ -80,13 +80,32 @@ class _Tokens:
 
 def build_blocks(markdown: str, boxes: list[Box], tokens: list[Token], *,
                  size: tuple[int, int]) -> tuple[list[dict], float | None]:
-    """The page's blocks in the model's order, boxes in the (upright) image's pixels; and the page's confidence."""
-    parsed = markdown_blocks.parse(markdown)
-    words = [w for block in parsed for w in block.words]
+    """The page's blocks in the model's order, boxes in the (upright) image's pixels; and the page's confidence.
+
+    Plain markdown: all the page's words are aligned onto all the detected lines. Grounding output
+    (LightOnOCR-3): each block's words onto the detected lines whose middle lies in the model's box for it,
+    or onto the box itself, cut into lines, where no detected line does.
+    """
     index = _Tokens(tokens)
     page_confidence = index.confidence(range(len(tokens)))
+    if markdown_blocks.is_grounded(markdown):
+        parsed = markdown_blocks.parse_grounded(markdown)
+        groups = [([block], _inside(boxes, _pixels(block.box, size)) or [_pixels(block.box, size)])
+                  for block in parsed]
+    else:
+        parsed = markdown_blocks.parse(markdown)
+        groups = [(parsed, boxes)]
+    blocks = []
+    for group, group_boxes in groups:
+        blocks += _lay(group, group_boxes, index, size)
+    return blocks, page_confidence
+
+
+def _lay(parsed: list[markdown_blocks.MdBlock], boxes: list[Box], index: _Tokens, size) -> list[dict]:
+    """The blocks with their words aligned onto the boxes in order, lines where consecutive words share a box."""
+    words = [w for block in parsed for w in block.words]
     if not words:
-        return [_figure(block, size) for block in parsed if block.box], page_confidence
+        return [_figure(block, size) for block in parsed if block.box]
     if not boxes:  # text but no line found: spread down the page, as the PDF's text layer does
         boxes = [box for _, box in page_block("\n".join(" ".join(w.text for w in b.words) for b in parsed), size)]
     on_box = assign_words([w.text for w in words], boxes)
@@ -97,51 +116,61 @@ def build_blocks(markdown: str, boxes: list[Box], tokens: list[Token], *,
             word_box[i] = part
     blocks, first = [], 0
     for block in parsed:
-        count = len(block.words)
-        ids = range(first, first + count)
-        first += count
-        if block.kind == "figure" and not count:
+        ids = range(first, first + len(block.words))
+        first += len(block.words)
+        if not ids:
             if block.box:
                 blocks.append(_figure(block, size))
             continue
-        lines: list[dict] = []
         line_ids: list[list[int]] = []
         for i in ids:
             if line_ids and on_box[line_ids[-1][-1]] == on_box[i]:
                 line_ids[-1].append(i)
             else:
                 line_ids.append([i])
-        for members in line_ids:
-            spans = [t for i in members for t in index.within(words[i].start, words[i].end)]
-            lines.append({"text": " ".join(words[i].text for i in members), "box": _union(word_box[i] for i in members),
-                          "confidence": index.confidence(spans),
-                          "words": [{"text": words[i].text, "box": list(word_box[i]),
-                                     "confidence": index.confidence(index.within(words[i].start, words[i].end))}
-                                    for i in members]})
-        spans = [t for i in ids for t in index.within(words[i].start, words[i].end)]
-        out = {"kind": block.kind, "box": _union(word_box[i] for i in ids), "confidence": index.confidence(spans),
-               "lines": lines}
+        lines = [{"text": " ".join(words[i].text for i in members), "box": _union(word_box[i] for i in members),
+                  "confidence": index.confidence(_spans(index, words, members)),
+                  "words": [{"text": words[i].text, "box": list(word_box[i]),
+                             "confidence": index.confidence(_spans(index, words, [i]))} for i in members]}
+                 for members in line_ids]
+        out = {"kind": block.kind, "box": _pixels(block.box, size) if block.box else _union(word_box[i] for i in ids),
+               "confidence": index.confidence(_spans(index, words, ids)), "lines": lines}
+        if block.label:
+            out["label"] = block.label
         if block.rows is not None:
             out["rows"] = [[_cell([ids[k] for k in cell], words, word_box, index) for cell in row]
                            for row in block.rows]
         blocks.append(out)
-    return blocks, page_confidence
+    return blocks
+
+
+def _spans(index: _Tokens, words, members) -> list[int]:
+    return [t for i in members for t in index.within(words[i].start, words[i].end)]
+
+
+def _pixels(box, size: tuple[int, int]) -> list[int]:
+    """A 0–1000 box in the page's pixels."""
+    width, height = size
+    x0, y0, x1, y1 = box
+    return [round(x0 * width / 1000), round(y0 * height / 1000), round(x1 * width / 1000), round(y1 * height / 1000)]
+
+
+def _inside(boxes: list[Box], area: list[int]) -> list[Box]:
+    """The boxes whose middle lies in the area, in their (reading) order."""
+    return [b for b in boxes if area[0] <= (b[0] + b[2]) / 2 <= area[2] and area[1] <= (b[1] + b[3]) / 2 <= area[3]]
 
 
 def _cell(members: list[int], words, word_box, index: _Tokens) -> dict:
     if not members:
         return {"text": "", "box": None, "confidence": None}
-    spans = [t for i in members for t in index.within(words[i].start, words[i].end)]
     return {"text": " ".join(words[i].text for i in members), "box": _union(word_box[i] for i in members),
-            "confidence": index.confidence(spans)}
+            "confidence": index.confidence(_spans(index, words, members))}
 
 
 def _figure(block: markdown_blocks.MdBlock, size: tuple[int, int]) -> dict:
-    """An image the model located, its 0–1000 box scaled to the page's pixels."""
-    width, height = size
-    x0, y0, x1, y1 = block.box
-    box = [round(x0 * width / 1000), round(y0 * height / 1000), round(x1 * width / 1000), round(y1 * height / 1000)]
-    return {"kind": "figure", "box": box, "confidence": None, "lines": []}
+    """An image the model located, its box in the page's pixels."""
+    out = {"kind": "figure", "box": _pixels(block.box, size), "confidence": None, "lines": []}
+    return out | ({"label": block.label} if block.label else {})
 
 
 def _union(boxes) -> list[int]:

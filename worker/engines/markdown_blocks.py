@@ -2,7 +2,9 @@
 
 LightOnOCR writes headings as `#`, tables as HTML, display math as `$$ … $$` (or `\\[ … \\]`), lists with
 `-`/`*`/`1.`, images as `![alt](src)` (the bbox variants follow it with `x1,y1,x2,y2` on a 0–1000 grid),
-and paragraphs separated by blank lines. Each block keeps its words with their offsets in the markdown, so
+and paragraphs separated by blank lines. LightOnOCR-3 in grounding mode (lightonai/LightOnOCR's README,
+"Grounding output") puts `![label](x1,y1,x2,y2)` before every layout block instead, its box on a 0–1000
+grid, and the block's text runs to the next marker; `label+` continues the block before it. Each block keeps its words with their offsets in the markdown, so
 the tokens the model sampled (and their log-probabilities) can be found again for every word.
 
 Markup is blanked out of a copy of the text of the same length (tags, heading marks, bullets, emphasis,
@@ -25,6 +27,11 @@ _LINK = re.compile(r"!?\[([^\]]*)\]\(([^)]*)\)")
 _ROW = re.compile(r"<tr\b[^>]*>(.*?)</tr\s*>", re.IGNORECASE | re.DOTALL)
 _CELL = re.compile(r"<t([dh])\b[^>]*>(.*?)</t\1\s*>", re.IGNORECASE | re.DOTALL)
 _WORD = re.compile(r"\S+")
+_GROUNDED = re.compile(r"!\[([A-Za-z_][\w-]*?)(\+?)\]\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)[ \t]*")
+# LightOnOCR-3's labels as ocrq's block kinds; an unknown label (a later checkpoint's) reads as text.
+GROUNDED_KINDS = {"title": "title", "section": "title", "list": "list", "table": "table", "chart": "table",
+                  "formula": "formula", "image": "figure", "header": "header", "footer": "footer",
+                  "page_number": "footer"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,7 @@ class MdBlock:
     rows: list[list[list[int]]] | None = None  # a table's rows of cells, each the indices of its words
     box: tuple[int, int, int, int] | None = None  # on a 0–1000 grid, when the model gave one (figures)
     level: int | None = None  # a title's heading level
+    label: str | None = None  # the model's own label (grounding mode)
 
 
 def parse(markdown: str) -> list[MdBlock]:
@@ -55,6 +63,49 @@ def parse(markdown: str) -> list[MdBlock]:
         if block.kind == "table":
             block.rows = _rows(markdown, block)
     return [b for b in blocks if b.words or b.kind == "figure"]
+
+
+def is_grounded(text: str) -> bool:
+    """Whether the text is LightOnOCR-3 grounding output (it starts with a block marker)."""
+    return bool(_GROUNDED.match(text.lstrip()))
+
+
+def parse_grounded(raw: str) -> list[MdBlock]:
+    """The model's own blocks, each with its 0–1000 box, its kind from its label, and its words (offsets in raw)."""
+    marks = list(_GROUNDED.finditer(raw))
+    blocks = []
+    for n, mark in enumerate(marks):
+        start, end = mark.end(), marks[n + 1].start() if n + 1 < len(marks) else len(raw)
+        label = mark.group(1)
+        kind = GROUNDED_KINDS.get(label, "text")
+        block = MdBlock(kind, start, end, box=tuple(int(v) for v in mark.groups()[2:]), label=label + mark.group(2))
+        if kind == "figure":  # its text is a short description of the image, not text on the page
+            blocks.append(block)
+            continue
+        inner = parse(raw[start:end])
+        block.words = [Word(w.text, w.start + start, w.end + start) for b in inner for w in b.words]
+        tables = [b for b in inner if b.rows is not None]
+        if kind == "table" and len(tables) == 1:
+            first = sum(len(b.words) for b in inner[:inner.index(tables[0])])
+            block.rows = [[[first + i for i in cell] for cell in row] for row in tables[0].rows]
+        if block.words:
+            blocks.append(block)
+    return blocks
+
+
+def grounded_markdown(raw: str) -> str:
+    """The grounding output as plain markdown: markers dropped, a continued block joined to the one before."""
+    marks = list(_GROUNDED.finditer(raw))
+    parts: list[str] = []
+    for n, mark in enumerate(marks):
+        text = raw[mark.end():marks[n + 1].start() if n + 1 < len(marks) else len(raw)].strip()
+        if not text or GROUNDED_KINDS.get(mark.group(1)) == "figure":
+            continue
+        if mark.group(2) and parts:
+            parts[-1] += " " + text
+        else:
+            parts.append(text)
+    return "\n\n".join(parts)
 
 
 def _lines(markdown: str):

@@ -17,7 +17,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from common.engines.lanes import base_url
 from common.settings import Settings
-from worker.engines import gpu_blocks
+from worker.engines import gpu_blocks, markdown_blocks
 from worker.engines.base import EngineError, EngineOverloaded, PageText
 from worker.engines.line_boxes import LineDetector
 
@@ -108,6 +108,7 @@ class VllmEngine:
         extra_body: dict | None = None,
         logprobs: bool = True,
         layout: LineDetector | None = None,
+        grounding: bool = False,
     ) -> None:
         if not urls:
             raise ValueError("VllmEngine needs at least one engine URL (OCRQ_ENGINE_URLS)")
@@ -130,6 +131,8 @@ class VllmEngine:
         self.logprobs = logprobs
         # Turns pages upright before sending and lays the answer onto detected lines; None: text only.
         self.layout = layout
+        # LightOnOCR-3's grounding mode: the model places its own blocks (the word "grounding" after the image).
+        self.grounding = grounding
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
             limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight),
@@ -159,6 +162,7 @@ class VllmEngine:
             extra_body=s.engine_extra_body,
             logprobs=s.engine_logprobs,
             layout=LineDetector(threads=s.cpu_threads) if s.engine_layout else None,
+            grounding=s.engine_grounding,
         )
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
@@ -243,7 +247,7 @@ class VllmEngine:
                 read = time.perf_counter()
                 blocks, confidence = self._structure(page, done)
                 return PageText(
-                    text=done.text,
+                    text=markdown_blocks.grounded_markdown(done.text) if self.grounding else done.text,
                     engine=self.name,
                     model=self.model,
                     seconds=time.perf_counter() - started,
@@ -276,9 +280,12 @@ class VllmEngine:
         return None, gpu_blocks.confidence([float(t.get("logprob", -9999.0)) for t in done.logprobs or []])
 
     def _complete(self, data_url: str, *, temperature: float) -> _Completion:
+        content = [{"type": "image_url", "image_url": {"url": data_url}}]
+        if self.grounding:
+            content.append({"type": "text", "text": "grounding"})
         payload = {
             "model": self.model,
-            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_url}}]}],
+            "messages": [{"role": "user", "content": content}],
             "max_tokens": self.max_tokens,
             "temperature": temperature,
             "top_p": self.top_p,
