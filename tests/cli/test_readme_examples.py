@@ -22,6 +22,8 @@ ELSEWHERE = {
     "Searchable PDF": "needs a finished job's id; tests/cli/test_embedded.py runs `ocrq result --format pdf` "
                       "against ocrq serve, and tests/jobs/test_pdf_results.py the API",
     "Security model": "a grant written in settings; tests/tenancy/test_s3_grants.py runs grants of that shape",
+    "Layout formats: hOCR, ALTO, PAGE XML": "needs a finished job's id; tests/formats/test_confidence.py fetches "
+                                            "the same formats through the API",
 }
 
 
