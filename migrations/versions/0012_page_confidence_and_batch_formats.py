@@ -1,4 +1,5 @@
-"""pages.confidence: the page's confidence (0-1) from the engine, for low_confidence_pages.
+"""pages.confidence: the page's confidence (0-1) from the engine, for low_confidence_pages; batches.output_formats:
+the formats written beside a batch's output.
 
 Revision ID: 0012conf
 Revises: 0011
@@ -18,7 +19,9 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("pages", sa.Column("confidence", sa.Float(), nullable=True))
+    op.add_column("batches", sa.Column("output_formats", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("batches", "output_formats")
     op.drop_column("pages", "confidence")
