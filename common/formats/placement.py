@@ -46,7 +46,7 @@ def split_box(words: list[str], box: Box) -> list[Box]:
     boxes, x = [], float(x0)
     for word in words:
         right = min(x + per_char * len(word), x1)
-        boxes.append((int(x), y0, max(int(round(right)), int(x) + 1), y1))
+        boxes.append((int(x), y0, max(round(right), int(x) + 1), y1))
         x = right + per_char
     return boxes
 

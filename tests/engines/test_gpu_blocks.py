@@ -4,6 +4,7 @@ and LightOnOCR-3 grounding output (the format of lightonai/LightOnOCR's README, 
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import pytest
 
@@ -67,7 +68,7 @@ def test_words_lines_and_blocks_get_boxes_and_the_geometric_mean_of_their_tokens
     assert [w["confidence"] for w in body["lines"][0]["words"]] == [round(v, 4) for v in value[5:]]
     assert title["box"] == [10, 10, 300, 50] and body["lines"][0]["box"] == [10, 80, 400, 110]
     words = body["lines"][0]["words"]
-    assert all(a["box"][2] <= b["box"][0] for a, b in zip(words, words[1:]))  # left to right, not overlapping
+    assert all(a["box"][2] <= b["box"][0] for a, b in pairwise(words))  # left to right, not overlapping
 
 
 def test_tokens_that_cut_a_character_are_placed_by_their_bytes():

@@ -12,8 +12,8 @@ import time
 import numpy as np
 from PIL import Image
 
-from common.jobs.results import markdown_to_text
 from common.formats.placement import Box, place_words
+from common.jobs.results import markdown_to_text
 from worker.engines import gpu_blocks, reading_order
 
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 
 from common import outages
-from common.formats.structure import page_confidence
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
+from common.formats.structure import page_confidence
 from common.jobs import states as job_states
 from common.jobs.models import Job, Page, page_rows
 from common.log_format import bind_job
