@@ -19,16 +19,12 @@ import platform
 import statistics
 import time
 
+from bench.pdf_results import LINES
 from tests.support.engine_server import MODEL, running_cpu_engine
 from tests.support.pdf_checks import draw_page
 from worker.engines import gpu_blocks
 from worker.engines.line_boxes import LineDetector
 from worker.engines.vllm import VllmEngine
-
-LINES = ["The invoice is due within thirty days of delivery.", "La facture est payable à réception.",
-         "Die Rechnung ist binnen vierzehn Tagen fällig.", "Fakturaen forfalder inden for tredive dage.",
-         "De factuur moet binnen dertig dagen worden betaald.", "A fatura vence em trinta dias após a entrega.",
-         "La fattura è pagabile entro trenta giorni."]
 
 
 def main() -> None:
