@@ -14,6 +14,7 @@ Prints a markdown table of medians over the runs.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -64,6 +65,9 @@ def main() -> None:
         for engine in engines.values():
             engine.close()
     med = {k: statistics.median(v) for k, v in timings.items()}
+    # What logprobs add to each answer on the wire: vLLM's per-token entries, as the stand-in sends them.
+    extra = statistics.median(len(json.dumps({"logprobs": {"content": entries}})) for entries in logprobs.values())
+    tokens = statistics.median(len(entries) for entries in logprobs.values())
     print(f"{args.pages} pages x {args.runs} runs, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     print("| layout, per page (median) | ms |")
@@ -76,6 +80,8 @@ def main() -> None:
     print("|---|---|---|---|")
     print(f"| {len(images)} pages per read | {med['with']:.3f} | {med['without']:.3f} | "
           f"{med['with'] / med['without']:.3f} |")
+    print(f"\nlogprobs add {extra / 1024:.1f} KiB of JSON to an answer of {tokens:.0f} tokens "
+          f"({extra / tokens:.0f} bytes a token)")
 
 
 if __name__ == "__main__":
