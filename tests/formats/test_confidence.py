@@ -15,6 +15,7 @@ from tests.documents.hostile import pdf_of
 from tests.formats import pages as drawn
 from tests.support.engine_server import MODEL
 from tests.support.layout_checks import hocr_check, valid_alto, valid_page_zip
+from tests.support.pdf_checks import poppler_text, qpdf_check
 from tests.support.stack import Stack, wait_for_job
 from worker.engines.cpu import CpuEngine
 
@@ -99,5 +100,12 @@ def test_logprobs_reach_json_in_order_and_the_layout_formats_through_the_api(gpu
     assert len(alto.findall(".//{http://www.loc.gov/standards/alto/ns-v4#}Page")) == 3
     page_zip = client.get(f"/jobs/{job_id}/result", params={"format": "page"})
     assert page_zip.headers["content-type"] == "application/zip" and len(valid_page_zip(page_zip.content)) == 3
+    # The searchable PDF lays its text on the same blocks' lines.
+    pdf = tmp_path / "three.ocr.pdf"
+    pdf.write_bytes(client.get(f"/jobs/{job_id}/result", params={"format": "pdf"}).content)
+    qpdf_check(pdf)
+    for n, page in enumerate(pages, start=1):
+        assert poppler_text(pdf, n).split() == [w["text"] for b in page["blocks"] for ln in b["lines"]
+                                                for w in ln["words"]]
     # Another tenant sees none of it.
     assert stack.client(KEY_B).get(f"/jobs/{job_id}/result", params={"format": "alto"}).status_code == 404
