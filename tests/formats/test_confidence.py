@@ -49,7 +49,7 @@ def test_illegible_pages_get_lower_confidence_on_the_cpu_engine():
 def gpu_stack(tmp_path, pg_url, redis_url, s3, server):
     # Tenant A lists every page under 0.999 as low confidence; the stand-in's pages are all below it.
     settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
-                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=2,
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=2, engine_layout=True,
                              low_confidence_thresholds={"tenant-a": 0.999})
     with Stack(settings, logs=tmp_path) as stack:
         stack.start_worker("--gpu", "--concurrency", "1")
