@@ -3,7 +3,7 @@ from the log-probabilities of the tokens the model sampled.
 
 Kinds come from the markdown (worker/engines/markdown_blocks.py), positions from the detector's lines in
 reading order (worker/engines/line_boxes.py): the page's words, in the model's order, are aligned onto the
-boxes by length (common/pdf_output/placement.py), and a word's box is its share of its line's box.
+boxes by length (common/formats/placement.py), and a word's box is its share of its line's box.
 
 Confidence is the geometric mean of the probabilities of the tokens that make the word, line, block or page
 (exp of their mean log-probability, i.e. 1/perplexity): a length-normalised likelihood that neither
