@@ -22,7 +22,8 @@ app.add_typer(webhooks_app, name="webhooks")
 UrlOpt = Annotated[str | None, typer.Option(
     help="Base URL of the ocrq API (default: OCRQ_URL, else the one `ocrq serve` recorded, else :8000).")]
 FormatOpt = Annotated[str, typer.Option("--output", "--format",
-                                        help="markdown, text, json or pdf (a searchable PDF, saved with --out).")]
+                                        help="markdown, text, json, hocr, alto, page (a zip of PAGE XML) or pdf "
+                                             "(a searchable PDF); pdf and page are saved with --out.")]
 KeyOpt = Annotated[str | None, typer.Option(help="API key (default: OCRQ_API_KEY, else the one `serve` saved).")]
 
 
@@ -250,17 +251,21 @@ def trace(job_id: str) -> None:
 
 
 @app.command()
-def result(job_id: str, format: str | None = None, url: UrlOpt = None, key: KeyOpt = None,
+def result(job_id: str, format: Annotated[str | None, typer.Option(
+               help="markdown, text, json, hocr, alto, page or pdf (default: the job's output)")] = None,
+           url: UrlOpt = None, key: KeyOpt = None,
            out: Annotated[Path | None, typer.Option(help="Write the result to this file.")] = None) -> None:
-    """Print a finished job's result (--format pdf: the searchable PDF, to --out FILE or a redirected stdout)."""
+    """Print a finished job's result (--format pdf or page: to --out FILE or a redirected stdout)."""
     from cli.client import Client, ClientError
+    from cli.submit import BINARY
 
     try:
         body = Client(url=url, key=key).result_bytes(job_id, format)
         if out:
             out.write_bytes(body)
-        elif format == "pdf" and sys.stdout.isatty():
-            typer.echo("error: a PDF is not written to a terminal; give --out FILE or redirect stdout", err=True)
+        elif format in BINARY and sys.stdout.isatty():
+            typer.echo(f"error: a {format} result is not written to a terminal; give --out FILE or redirect stdout",
+                       err=True)
             raise typer.Exit(2)
         else:
             sys.stdout.buffer.write(body)

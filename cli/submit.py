@@ -14,7 +14,10 @@ from rich.text import Text
 from cli.client import Client, ClientError, SubmissionRejected
 
 TERMINAL = {"succeeded", "failed", "canceled"}
-EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf"}
+# As common.jobs.results names them; the CLI does not import the service's models to start.
+EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf", "hocr": "hocr", "alto": "alto.xml",
+              "page": "page.zip"}
+BINARY = ("pdf", "page")
 
 
 def expand(items: list[Path]) -> list[Path]:
@@ -66,8 +69,8 @@ def run(client: Client, *, files: list[Path], wait: bool, out: Path | None, opti
             target = out / f"{path.name}.{EXTENSIONS[fmt]}"
             target.write_bytes(body)
             written.append(target)
-        elif fmt == "pdf":
-            console.print(f"{job_id}\t{path}: a PDF result is written only with --out DIR", highlight=False)
+        elif fmt in BINARY:
+            console.print(f"{job_id}\t{path}: a {fmt} result is written only with --out DIR", highlight=False)
         else:
             sys.stdout.write(body.decode())
     if out:

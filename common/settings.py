@@ -107,6 +107,17 @@ class Settings(BaseSettings):
     engine_extra_body: dict = Field(default_factory=dict)
     # Fail a page whose answer hit the token cap; off only where the output length is forced (ignore_eos).
     engine_guard_repetition: bool = True
+    # Ask vLLM for the sampled tokens' log-probabilities: word, line and page confidence (README: Confidence).
+    engine_logprobs: bool = True
+    # Turn vLLM pages upright and lay their markdown onto rapidocr's detected lines on the worker's CPU:
+    # blocks, boxes and rotation in every result (README: GPU pages' blocks; cost in BENCHMARKS.md).
+    engine_layout: bool = True
+    # A LightOnOCR-3 engine: ask for its grounding output and take its own block boxes (README: GPU pages' blocks).
+    engine_grounding: bool = False
+    # Pages whose confidence is under the threshold are listed in the job view (low_confidence_pages); a
+    # tenant's own threshold, by tenant id, overrides the default.
+    low_confidence_threshold: float = Field(default=0.8, ge=0, le=1)
+    low_confidence_thresholds: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
     cpu_threads: int = 0
 
     api_keys: CommaList = Field(default_factory=list)
@@ -267,6 +278,10 @@ class Settings(BaseSettings):
         """The bucket of the service's own storage, or None when it is a local folder."""
         parsed = urlparse(self.resolved_storage_url)
         return parsed.netloc.lower() if parsed.scheme == "s3" else None
+
+    def confidence_threshold_of(self, tenant_id: str) -> float:
+        """The page confidence under which a tenant's pages are listed as low_confidence_pages."""
+        return self.low_confidence_thresholds.get(tenant_id, self.low_confidence_threshold)
 
     @property
     def resolved_database_url(self) -> str:

@@ -184,6 +184,8 @@ def make_settings(*, home: Path, pg_url: str, redis_url: str, s3: seaweed.Seawee
         s3_secret_access_key=seaweed.SECRET_KEY, api_keys=[f"tenant-a:{KEY_A}", f"tenant-b:{KEY_B}"],
         net_allowlist=["127.0.0.1/32"], stale_requeue_after_s=30, task_soft_time_limit_s=60,
         task_time_limit_s=90, visibility_timeout_s=120, s3_source_profiles=SERVICE_GRANT,
+        # The vLLM path's layout runs rapidocr's detector on every page (seconds here): on only where tested.
+        engine_layout=False,
     )
     return Settings(**(values | overrides))
 

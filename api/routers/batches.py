@@ -88,7 +88,8 @@ def view(request: Request, session, batch: Batch) -> BatchView:
     return BatchView(
         id=batch.id, status=batch.status, input_prefix=S3Prefix(batch.input_bucket, batch.input_prefix).uri,
         output_prefix=S3Prefix(batch.output_bucket, batch.output_prefix).uri, include=batch.include,
-        exclude=batch.exclude, output=batch.output, priority=batch.priority, source_profile=batch.source_profile,
+        exclude=batch.exclude, output=batch.output, output_formats=batch.output_formats or [],
+        priority=batch.priority, source_profile=batch.source_profile,
         metadata=batch.meta, **state.counts, listing_done=batch.listing_done,
         pages=BatchPages(total=state.pages_total, done=state.pages_done, failed=state.pages_failed),
         rates=BatchRates(objects_per_s=state.objects_per_s, pages_per_s=state.pages_per_s), eta_s=state.eta_s,

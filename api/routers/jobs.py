@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -28,9 +28,11 @@ from common.jobs.schemas import (
     JobStatus,
     JobSummary,
     JobView,
+    Output,
     PageError,
     PageList,
     PageText,
+    ResultFormat,
 )
 from common.jobs.service import Source
 from common.queue.names import Priority
@@ -54,7 +56,7 @@ SUBMIT_BODY = {
                 "properties": {
                     "file": {"type": "string", "format": "binary"},
                     "pages": {"type": "string"},
-                    "output": {"type": "string", "enum": ["markdown", "text", "json", "pdf"]},
+                    "output": {"type": "string", "enum": list(get_args(Output))},
                     "webhook_url": {"type": "string"},
                     "priority": {"type": "string", "enum": ["interactive", "bulk"]},
                     "metadata": {"type": "string", "description": "a JSON object, echoed back"},
@@ -158,7 +160,9 @@ def get_job(job_id: str, request: Request, svc: ServicesDep, session: SessionDep
     """The job's status, page counts, per-page errors and timestamps."""
     job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
     errors = [PageError(page=p.index + 1, error=p.error or "") for p in jobs.failed_pages(session, job_id=job.id)]
-    return JobView(**summary(request, svc, job), page_errors=errors)
+    threshold = svc.settings.confidence_threshold_of(tenant)
+    return JobView(**summary(request, svc, job), page_errors=errors, confidence_threshold=threshold,
+                   low_confidence_pages=jobs.low_confidence_pages(session, job_id=job.id, threshold=threshold))
 
 
 @router.get("/{job_id}/pages", response_model=PageList, responses={404: {}, 410: {}})
@@ -188,14 +192,16 @@ def _gone(job) -> Response | None:
 
 
 @router.get("/{job_id}/result", responses={200: {"content": {"text/markdown": {}, "text/plain": {},
-                                                             "application/pdf": {}}},
+                                                             "application/pdf": {}, "application/xhtml+xml": {},
+                                                             "application/xml": {}, "application/zip": {}}},
                                            303: {}, 404: {}, 409: {}, 410: {}, 422: {}})
 def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: TenantDep,
-               format: Literal["markdown", "text", "json", "pdf"] | None = None) -> Response:
+               format: ResultFormat | None = None) -> Response:
     """The result in the asked format (default: the job's `output`); 409 until the job has finished.
 
     `pdf`: the pages with a searchable text layer; stored when the job was submitted with output=pdf,
-    built on demand otherwise (while the source is still stored).
+    built on demand otherwise (while the source is still stored). `hocr` (hOCR 1.2), `alto` (ALTO v4) and
+    `page` (a zip of PAGE XML 2019, one file a page): lines and words with boxes and confidence.
     """
     job = jobs.get_job(session, tenant_id=tenant, job_id=job_id)
     fmt = format or job.output
@@ -215,7 +221,7 @@ def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: Tenan
     if fmt == "pdf":
         body = pdf_results.build_on_demand(svc, session, job=job)
     else:
-        body = results.render(job, jobs.pages_of(session, job_id=job.id), fmt)
+        body = results.body(job, jobs.pages_of(session, job_id=job.id), fmt)
     return Response(body, media_type=results.MEDIA_TYPES[fmt], headers=_attachment(job, fmt))
 
 

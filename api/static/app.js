@@ -6,7 +6,8 @@
   const KEY_STORE = "ocrq.apiKey";
   const POLL_MS = 700;
   const TERMINAL = new Set(["succeeded", "failed", "canceled"]);
-  const EXTENSIONS = { text: "txt", markdown: "md", json: "json", pdf: "pdf" };
+  const EXTENSIONS = { text: "txt", markdown: "md", json: "json", pdf: "pdf", hocr: "hocr", alto: "alto.xml",
+                       page: "page.zip" };
   const PREVIEWABLE = /^image\/(png|jpeg|webp|gif|bmp|svg\+xml)$/;
 
   const $ = (selector, root = document) => root.querySelector(selector);

@@ -31,6 +31,8 @@ class Batch(Base):
     include: Mapped[list | None] = mapped_column(JSON)
     exclude: Mapped[list | None] = mapped_column(JSON)
     output: Mapped[str] = mapped_column(String(16), default="markdown")
+    # More formats written beside `output` for each object (README: Layout formats).
+    output_formats: Mapped[list | None] = mapped_column(JSON)
     priority: Mapped[str] = mapped_column(String(16), default="bulk")
     webhook_url: Mapped[str | None] = mapped_column(Text)
     meta: Mapped[dict | None] = mapped_column("metadata", default=None)

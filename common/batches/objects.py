@@ -86,10 +86,12 @@ def skip_reason(relative: str, *, size: int, include: list[str] | None, exclude:
 
 
 def options_digest(*, output: str, output_prefix: S3Prefix, engine: str, model: str,
-                   source_profile: str | None) -> str:
+                   source_profile: str | None, output_formats: list[str] | None = None) -> str:
     """What shapes an object's result besides its bytes: the same digest means the same result file."""
     shape = {"output": output, "output_prefix": output_prefix.uri, "engine": engine, "model": model,
              "source_profile": source_profile}
+    if output_formats:  # only when asked for, so batches from before output_formats keep their digests
+        shape["output_formats"] = sorted(output_formats)
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()
 
 

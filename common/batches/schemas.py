@@ -24,6 +24,9 @@ class BatchCreate(BaseModel):
                                           description="shell-style patterns on the key relative to input_prefix")
     exclude: list[Pattern] | None = Field(default=None, max_length=64, examples=[["drafts/*"]])
     output: Output = "markdown"
+    output_formats: list[Output] = Field(default_factory=list, max_length=7, examples=[["alto", "hocr"]],
+                                         description="more formats written beside `output`, each under the same "
+                                                     "key with its own extension")
     priority: Priority = "bulk"
     webhook_url: str | None = Field(default=None, max_length=2048)
     metadata: dict[str, Any] | None = None
@@ -62,6 +65,7 @@ class BatchView(BaseModel):
     include: list[str] | None
     exclude: list[str] | None
     output: Output
+    output_formats: list[Output]
     priority: Priority
     source_profile: str | None
     metadata: dict[str, Any] | None

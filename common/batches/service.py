@@ -52,14 +52,16 @@ def create_batch(svc: Services, *, tenant_id: str, request: BatchCreate,
     _check_s3(lambda: client.head_bucket(Bucket=target.bucket), field="output_prefix")
     settings = svc.settings
     now = utcnow()
+    more = [fmt for fmt in dict.fromkeys(request.output_formats) if fmt != request.output]
     batch = Batch(
         id=new_id(), tenant_id=tenant_id, status="listing", input_bucket=source.bucket, input_prefix=source.prefix,
         output_bucket=target.bucket, output_prefix=target.prefix, include=request.include, exclude=request.exclude,
-        output=request.output, priority=request.priority, webhook_url=request.webhook_url, meta=request.metadata,
+        output=request.output, output_formats=more, priority=request.priority, webhook_url=request.webhook_url,
+        meta=request.metadata,
         source_profile=profile, retry_failed=request.retry_failed,
         options_digest=batch_objects.options_digest(
             output=request.output, output_prefix=target, engine=settings.engine, model=settings.engine_model,
-            source_profile=profile,
+            source_profile=profile, output_formats=more,
         ),
         list_pages=0, listing_done=False, created_at=now, progress_sent_at=now,
     )

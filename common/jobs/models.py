@@ -78,6 +78,8 @@ class Page(Base):
     # boxes in that upright image (worker.engines.base.PageText); None from an engine without boxes (vLLM).
     rotation: Mapped[int | None] = mapped_column(Integer)
     blocks: Mapped[list | None] = mapped_column(JSON)
+    # The page's confidence (0-1): from the tokens' log-probabilities (vLLM) or the lines' scores (CPU).
+    confidence: Mapped[float | None]
     error: Mapped[str | None] = mapped_column(Text)
     # Lines placed for the searchable PDF when the engine read text without positions (vLLM, output=pdf):
     # {"rotation": 0, "lines": [{"text", "box"}]}, boxes in the rendered image's pixels.

@@ -1,4 +1,5 @@
-"""Assembling a job's pages into the text result formats: markdown, text and per-page JSON (pdf: pdf_output)."""
+"""Assembling a job's pages into the result formats: markdown, text and per-page JSON here; hOCR, ALTO and PAGE
+XML in common/formats; pdf in common/pdf_output."""
 
 from __future__ import annotations
 
@@ -6,13 +7,19 @@ import html
 import json
 import re
 
+from common.formats.structure import normalised
 from common.jobs.models import Job, Page
 
 TEXT_FORMATS = ("markdown", "text", "json")
-FORMATS = (*TEXT_FORMATS, "pdf")
+LAYOUT_FORMATS = ("hocr", "alto", "page")  # common/formats; page is a zip of one PAGE XML file a page
+STORED_FORMATS = (*TEXT_FORMATS, *LAYOUT_FORMATS)
+FORMATS = (*STORED_FORMATS, "pdf")
 MEDIA_TYPES = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; charset=utf-8",
-               "json": "application/json", "pdf": "application/pdf"}
-EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf"}
+               "json": "application/json", "pdf": "application/pdf",
+               "hocr": "application/xhtml+xml; charset=utf-8", "alto": "application/xml; charset=utf-8",
+               "page": "application/zip"}
+EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf", "hocr": "hocr", "alto": "alto.xml",
+              "page": "page.zip"}
 
 _TAG = re.compile(r"<[^>]+>")
 _MD_PREFIX = re.compile(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(?=\S))", re.MULTILINE)
@@ -51,7 +58,8 @@ def page_json(page: Page) -> dict:
         "seconds": round(page.seconds, 4) if page.seconds is not None else None,
         "error": page.error,
         "rotation": page.rotation,
-        "blocks": page.blocks,
+        "confidence": page.confidence,
+        "blocks": normalised(page.blocks) if page.blocks else page.blocks,
     }
 
 
@@ -80,3 +88,12 @@ def render(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) 
         else:
             parts.append(markdown_to_text(page.text or "").strip())
     return ("\n\n" if fmt == "markdown" else "\n\f\n").join(parts) + "\n"
+
+
+def body(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) -> bytes:
+    """The result's bytes in any stored format: a text format, or a layout format (hocr, alto, page)."""
+    if fmt in LAYOUT_FORMATS:
+        from common.formats import render_layout  # common.formats reads pages through this module
+
+        return render_layout(fmt, job, pages)
+    return render(job, pages, fmt, status=status).encode()

@@ -9,7 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from common.queue.names import Priority
 
-Output = Literal["markdown", "text", "json", "pdf"]
+Output = Literal["markdown", "text", "json", "pdf", "hocr", "alto", "page"]
+# What GET /jobs/{id}/result gives (README: Result formats); a job's `output` is its default.
+ResultFormat = Output
 JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
 
 
@@ -75,6 +77,9 @@ class JobSummary(BaseModel):
 
 class JobView(JobSummary):
     page_errors: list[PageError]
+    low_confidence_pages: list[int] = Field(
+        default_factory=list, description="pages (1-based) read with a confidence under the tenant's threshold")
+    confidence_threshold: float | None = Field(default=None, description="that threshold (0-1)")
 
 
 class JobList(BaseModel):

@@ -191,6 +191,11 @@ def finished_pages(session: Session, *, job: Job, after: int, limit: int) -> tup
         return pages, None
     reached = pages[-1].index + 1 if pages else after
     return pages, reached if first_active is None else min(reached, first_active)
+def low_confidence_pages(session: Session, *, job_id: str, threshold: float) -> list[int]:
+    """The 1-based numbers of the job's pages read with a confidence under the threshold."""
+    return [index + 1 for index in session.scalars(
+        select(Page.index).where(Page.job_id == job_id, Page.status == "succeeded", Page.confidence < threshold)
+        .order_by(Page.index))]
 
 
 def failed_pages(session: Session, *, job_id: str) -> list[Page]:

@@ -30,6 +30,7 @@ class PageOutcome:
     height: int | None = None
     rotation: int | None = None
     blocks: list[dict] | None = None
+    confidence: float | None = None
     text_layer: dict | None = None
 
 
@@ -102,6 +103,7 @@ def finish_page(session: Session, *, page_id: str, outcome: PageOutcome) -> bool
         "seconds": outcome.seconds,
         "rotation": outcome.rotation,
         "blocks": outcome.blocks,
+        "confidence": outcome.confidence,
         "text_layer": outcome.text_layer,
         "finished_at": statement_now(session),
     }

@@ -81,11 +81,29 @@ def _source_pages(source: Path, kind: str, limits: Limits, indices: list[int]) -
             frames.append((encoded.getvalue(), dpi))
     pdf = pikepdf.new()
     for data, dpi in frames:
-        layout = img2pdf.get_fixed_dpi_layout_fun(tuple(round(float(d)) for d in dpi)) if _usable(dpi) else None
-        page = pikepdf.open(io.BytesIO(img2pdf.convert(data, layout_fun=layout) if layout
-                                       else img2pdf.convert(data)))
+        base = img2pdf.get_fixed_dpi_layout_fun(tuple(round(float(d)) for d in dpi)) if _usable(dpi) else None
+        page = pikepdf.open(io.BytesIO(img2pdf.convert(data, layout_fun=_any_size(base or img2pdf.default_layout_fun),
+                                                       allow_oversized=True)))
         pdf.pages.append(page.pages[0])
     return pdf
+
+
+def _any_size(base):
+    """img2pdf's layout made valid at any size: PDF pages lie between 3 and 14,400 units a side.
+
+    img2pdf puts a page over 14,400 points on a /UserUnit (a power of ten) and divides its size by it; a
+    side under 3 units after that (a 1-pixel image, a long thin strip) is raised to 3, stretching the image
+    on that side only, so every page that was read gets its PDF.
+    """
+    import img2pdf
+
+    def layout(width_px, height_px, dpi):
+        width, height, _, _ = base(width_px, height_px, dpi)
+        unit = img2pdf.find_scale(width, height) if max(width, height) > 14400 else 1
+        width, height = max(width, 3.0 * unit), max(height, 3.0 * unit)
+        return width, height, width, height
+
+    return layout
 
 
 def _usable(dpi) -> bool:

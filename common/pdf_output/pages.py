@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.documents.limits import Limits
+from common.formats.placement import place_words
 from common.jobs import results
 from common.jobs.models import Job, Page
 
 from .assemble import build_pdf
-from .placement import place_words
 from .text_layer import Line, PageLayer
 
 

@@ -12,6 +12,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.formats.placement import split_box
+
 Box = tuple[int, int, int, int]
 
 
@@ -41,14 +43,9 @@ def _words(line: Line):
     """The line's words, each with a share of the line's box proportional to its characters."""
     from ocrmypdf.hocrtransform import BoundingBox, OcrClass, OcrElement
 
-    x0, y0, x1, y1 = line.box
     words = line.text.split()
-    per_char = (x1 - x0) / max(sum(len(w) for w in words) + len(words) - 1, 1)
-    x = float(x0)
-    for word in words:
-        right = min(x + per_char * len(word), x1)
-        yield OcrElement(ocr_class=OcrClass.WORD, bbox=BoundingBox(x, y0, max(right, x + 0.01), y1), text=word)
-        x = right + per_char
+    for word, (x0, y0, x1, y1) in zip(words, split_box(words, line.box), strict=True):
+        yield OcrElement(ocr_class=OcrClass.WORD, bbox=BoundingBox(x0, y0, x1, y1), text=word)
 
 
 def _page_tree(layer: PageLayer):

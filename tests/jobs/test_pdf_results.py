@@ -27,8 +27,11 @@ BODY = ["The invoice is due within thirty days.", "La facture est payable à ré
 @pytest.fixture(scope="module")
 def gpu_stack(tmp_path_factory, pg_url, redis_url, s3, cpu_engine_server):
     home = tmp_path_factory.mktemp("pdf-gpu")
+    # The layout off: the detector runs for PDF jobs alone (with it on, pages carry blocks, which the PDF uses
+    # as the CPU engine's: tests/formats/test_confidence.py).
     settings = make_settings(home=home / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
-                             engine_urls=[cpu_engine_server.url], engine_model=MODEL, engine_pair_size=1)
+                             engine_urls=[cpu_engine_server.url], engine_model=MODEL, engine_pair_size=1,
+                             engine_layout=False)
     with Stack(settings, logs=home) as stack:
         stack.start_worker("--gpu", "--concurrency", "1")
         yield stack

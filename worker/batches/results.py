@@ -58,17 +58,21 @@ def item_finished(ctx: WorkerContext, *, job: Job, pages: list[Page], status: st
 
 
 def _write_result(ctx: WorkerContext, *, batch: Batch, key: str, job: Job, pages: list[Page]) -> str:
-    out_key = result_key(relative_key(key, prefix=batch.input_prefix), output_prefix=batch.output_prefix,
-                         output=batch.output)
-    if batch.output == "pdf" and job.result_key and job.output == "pdf":
-        body = ctx.storage.read(results.object_key(job.result_key, "pdf"))  # built once, as the job closed
-    elif batch.output == "pdf":
-        body = job_pdf(job, pages, source=ctx.sources.path(job), limits=ctx.limits)
-    else:
-        body = results.render(job, pages, batch.output).encode()
-    ctx.s3_for_batch(batch, "write").put_object(Bucket=batch.output_bucket, Key=out_key, Body=body,
-                                                ContentType=results.MEDIA_TYPES[batch.output])
-    return f"s3://{batch.output_bucket}/{out_key}"
+    """Write the object's result in `output` and in each of `output_formats`; the first's URI."""
+    relative = relative_key(key, prefix=batch.input_prefix)
+    written = []
+    for fmt in (batch.output, *(batch.output_formats or ())):
+        out_key = result_key(relative, output_prefix=batch.output_prefix, output=fmt)
+        if fmt == "pdf" and job.result_key and job.output == "pdf":
+            body = ctx.storage.read(results.object_key(job.result_key, "pdf"))  # built once, as the job closed
+        elif fmt == "pdf":
+            body = job_pdf(job, pages, source=ctx.sources.path(job), limits=ctx.limits)
+        else:
+            body = results.body(job, pages, fmt)
+        ctx.s3_for_batch(batch, "write").put_object(Bucket=batch.output_bucket, Key=out_key, Body=body,
+                                                    ContentType=results.MEDIA_TYPES[fmt])
+        written.append(f"s3://{batch.output_bucket}/{out_key}")
+    return written[0]
 
 
 def _error(job: Job, pages: list[Page]) -> str | None:

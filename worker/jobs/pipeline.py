@@ -11,6 +11,7 @@ from sqlalchemy import select, update
 from common import outages, tracing
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
 from common.events import service as events
+from common.formats.structure import page_confidence
 from common.jobs import states as job_states
 from common.jobs.models import Job, Page, page_rows
 from common.log_format import bind_job
@@ -216,7 +217,9 @@ def _outcome(result: PageText | EngineError, rendered: RenderedPage, *,
         return job_states.PageOutcome(error=f"{result.kind}: {reason}", **size)
     return job_states.PageOutcome(text=result.text, engine=result.engine, engine_url=result.details.get("url"),
                                   model=result.model, seconds=result.seconds, rotation=result.rotation,
-                                  blocks=result.blocks, text_layer=text_layer, **size)
+                                  blocks=result.blocks, text_layer=text_layer, **size,
+                                  confidence=result.confidence if result.confidence is not None
+                                  else page_confidence(result.blocks))
 
 
 def _text_layer(ctx: WorkerContext, c: Claimed, rendered: RenderedPage, result: PageText | EngineError) -> dict | None:

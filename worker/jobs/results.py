@@ -48,8 +48,8 @@ def store_result(ctx: WorkerContext, *, job_id: str) -> str | None:
             log.warning("%s (%r)", reason, exc)
             return reason
         ctx.storage.put(results.object_key(prefix, "pdf"), body, content_type=results.MEDIA_TYPES["pdf"])
-    for fmt in results.TEXT_FORMATS:
-        body = results.render(job, pages, fmt, status="succeeded").encode()
+    for fmt in results.STORED_FORMATS:
+        body = results.body(job, pages, fmt, status="succeeded")
         ctx.storage.put(results.object_key(prefix, fmt), body, content_type=results.MEDIA_TYPES[fmt])
     with ctx.db.session() as session:
         recorded = session.execute(update(Job).where(Job.id == job_id, Job.erased_at.is_(None))

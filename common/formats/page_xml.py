@@ -1,0 +1,89 @@
+"""PAGE XML 2019 (PRImA, pagecontent 2019-07-15): one PcGts per page, so a job's pages come as a zip of
+page-0001.xml, page-0002.xml, …; regions with Coords, TextLine and Word with TextEquiv@conf (0-1), and the
+regions' ReadingOrder."""
+
+from __future__ import annotations
+
+import io
+import xml.etree.ElementTree as ET
+import zipfile
+from datetime import UTC, datetime
+
+from common.formats.structure import PageLayout
+
+NS = "http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+SCHEMA = f"{NS} {NS}/pagecontent.xsd"
+TEXT_TYPES = {"title": "heading", "header": "header", "footer": "footer", "formula": "other"}
+
+
+def render(job, pages: list[PageLayout]) -> bytes:
+    """The job's pages as a zip of PAGE XML files, one a page, named by page number."""
+    buffer = io.BytesIO()
+    created = (job.finished_at or job.created_at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S")
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for page in pages:
+            archive.writestr(f"page-{page.number:04d}.xml", page_document(page, created=created, name=job.filename))
+    return buffer.getvalue()
+
+
+def _q(tag: str) -> str:
+    return f"{{{NS}}}{tag}"
+
+
+def _coords(parent: ET.Element, box) -> None:
+    x0, y0, x1, y1 = (max(int(v), 0) for v in box)
+    ET.SubElement(parent, _q("Coords"), {"points": f"{x0},{y0} {x1},{y0} {x1},{y1} {x0},{y1}"})
+
+
+def _equiv(parent: ET.Element, text: str, confidence: float | None) -> None:
+    attrs = {} if confidence is None else {"conf": f"{min(max(confidence, 0.0), 1.0):.4f}"}
+    ET.SubElement(ET.SubElement(parent, _q("TextEquiv"), attrs), _q("Unicode")).text = text
+
+
+def page_document(page: PageLayout, *, created: str, name: str | None) -> bytes:
+    """One page as a PcGts document."""
+    ET.register_namespace("", NS)
+    ET.register_namespace("xsi", XSI)
+    root = ET.Element(_q("PcGts"), {f"{{{XSI}}}schemaLocation": SCHEMA, "pcGtsId": f"page_{page.number}"})
+    metadata = ET.SubElement(root, _q("Metadata"))
+    ET.SubElement(metadata, _q("Creator")).text = "ocrq"
+    ET.SubElement(metadata, _q("Created")).text = created
+    ET.SubElement(metadata, _q("LastChange")).text = created
+    attrs = {"imageFilename": f"{name or 'page'}#page={page.number}", "imageWidth": str(page.width),
+             "imageHeight": str(page.height)}
+    if page.error:
+        attrs["custom"] = f"error {{reason:{page.error}}}"
+    element = ET.SubElement(root, _q("Page"), attrs)
+    blocks = [b for b in page.blocks if b["kind"] == "figure" or b["lines"]]
+    if blocks:
+        group = ET.SubElement(ET.SubElement(element, _q("ReadingOrder")), _q("OrderedGroup"), {"id": f"order_{page.number}"})
+        for b in range(1, len(blocks) + 1):
+            ET.SubElement(group, _q("RegionRefIndexed"), {"index": str(b - 1), "regionRef": f"r{page.number}_{b}"})
+    for b, block in enumerate(blocks, start=1):
+        region_id = f"r{page.number}_{b}"
+        if block["kind"] == "figure":
+            _coords(ET.SubElement(element, _q("ImageRegion"), {"id": region_id}), block["box"])
+            continue
+        if block["kind"] == "table":
+            table = ET.SubElement(element, _q("TableRegion"), {"id": region_id})
+            _coords(table, block["box"])
+            _text_region(table, block, f"{region_id}_text", "paragraph")
+        else:
+            _text_region(element, block, region_id, TEXT_TYPES.get(block["kind"], "paragraph"))
+    ET.indent(root, space=" ")
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def _text_region(parent: ET.Element, block: dict, region_id: str, kind: str) -> None:
+    region = ET.SubElement(parent, _q("TextRegion"), {"id": region_id, "type": kind})
+    _coords(region, block["box"])
+    for ln, line in enumerate(block["lines"], start=1):
+        text_line = ET.SubElement(region, _q("TextLine"), {"id": f"{region_id}_l{ln}"})
+        _coords(text_line, line["box"])
+        for w, word in enumerate(line["words"], start=1):
+            item = ET.SubElement(text_line, _q("Word"), {"id": f"{region_id}_l{ln}_w{w}"})
+            _coords(item, word["box"])
+            _equiv(item, word["text"], word["confidence"])
+        _equiv(text_line, line["text"], line.get("confidence"))
+    _equiv(region, "\n".join(line["text"] for line in block["lines"]), block.get("confidence"))
