@@ -103,7 +103,7 @@ class CpuEngine:
 
         A line's box can take in strokes of the lines above and below (tight line spacing), or cut its own; the
         recogniser then garbles the whole line with a middling score. Each other crop moves the box's top and
-        bottom edges: tighter, looser, and cut halfway to the neighbouring lines."""
+        bottom edges (_other_crops)."""
         from rapidocr.ch_ppocr_rec import TextRecInput
         from rapidocr.utils.process_img import get_rotate_crop_image
 
@@ -143,14 +143,15 @@ REREAD_MARGIN = 0.01
 def _unsure(text: str, score: float, quad: np.ndarray) -> bool:
     height = np.linalg.norm(quad[3] - quad[0])
     width = np.linalg.norm(quad[1] - quad[0])
-    # A garbled line comes back with many spaces and few characters for its length: the box held more than
-    # one line's strokes. Glyphs are at least a third as wide as the box is high, in every script read here.
+    # A garbled line comes back with many spaces and few characters for its length. A line of any script read
+    # here holds more than one glyph per four box heights.
     sparse = width > 4 * height and len(text.replace(" ", "")) < 0.25 * width / height
     return score < UNSURE_SCORE or sparse
 
 
 def _other_crops(quads: np.ndarray, i: int) -> list[np.ndarray]:
-    """The line's box with its top and bottom edges moved: tighter, looser, and halfway to its neighbours."""
+    """The line's box with its top and bottom edges moved: tighter, looser, shifted up, shifted down, and
+    halfway to its neighbours."""
     quad = quads[i]
     down = ((quad[3] - quad[0]) + (quad[2] - quad[1])) / 2
     height = float(np.linalg.norm(down))
