@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 from PIL import Image
 
 from tests.documents.hostile import FONT_CJK, FONT_LATIN, text_page
@@ -59,3 +62,30 @@ def test_mixed_page_and_modes(engine):
 def test_blank_page_reads_as_empty(engine):
     [result] = engine.read([Image.new("RGB", (800, 600), "white")])
     assert not isinstance(result, EngineError) and result.text == ""
+
+
+def test_soft_time_limit_inside_rapidocr_reaches_the_task(engine):
+    """Celery raises the soft limit from a signal handler wherever the worker is; inside onnxruntime's call,
+    rapidocr re-raises it as its own error. It must still reach the task as a time limit, not an engine failure."""
+    page = text_page("The soft limit fires while the detector runs.\n" * 12, size=(1190, 1540), font_size=30)
+    fired = []
+
+    def soft_limit(signum, frame):
+        inside = frame
+        while inside is not None and "rapidocr/inference_engine" not in inside.f_code.co_filename:
+            inside = inside.f_back
+        if inside is None or inside.f_code.co_name != "__call__":
+            signal.setitimer(signal.ITIMER_REAL, 0.005)  # not inside rapidocr's model call: try again soon
+            return
+        fired.append(inside.f_code.co_name)
+        raise SoftTimeLimitExceeded()
+
+    previous = signal.signal(signal.SIGALRM, soft_limit)
+    signal.setitimer(signal.ITIMER_REAL, 0.005)
+    try:
+        with pytest.raises(SoftTimeLimitExceeded):
+            engine.read([page])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert fired == ["__call__"]

@@ -209,9 +209,10 @@ def test_pages_in_flight_when_an_engine_core_dies_are_read_again(tmp_path, pg_ur
 
 def test_a_batch_past_its_soft_time_limit_fails_its_pages_with_the_reason(tmp_path, pg_url, redis_url, s3,
                                                                            server):
-    """As for a single page task: not left `running` until the sweeper's dead-page threshold."""
+    """With no retries left, as for a single page task: not left `running` until the sweeper's dead-page
+    threshold."""
     settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
-                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1,
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=1, page_retries=0,
                              engine_timeout_s=60, task_soft_time_limit_s=2, task_time_limit_s=8)
     server.faults("delay", count=1, delay_s=15)
     with Stack(settings, logs=tmp_path) as stack:

