@@ -42,7 +42,7 @@ def test_upload_png_is_read_by_the_worker(client, samples):
     assert pages[0]["rotation"] == 0 and pages[0]["blocks"], pages[0]
     block = pages[0]["blocks"][0]
     assert set(block) == {"kind", "box", "lines", "confidence"}
-    assert set(block["lines"][0]) == {"text", "box", "confidence"}
+    assert set(block["lines"][0]) == {"text", "box", "confidence", "words"}
     assert all(isinstance(v, int) for b in pages[0]["blocks"] for v in b["box"])
     text = client.get(f"/jobs/{body['id']}/result", params={"format": "text"})
     assert text.headers["content-type"].startswith("text/plain") and "LinnSequencer" in text.text
