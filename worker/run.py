@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from celery.signals import setup_logging, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
+from sqlalchemy.orm import configure_mappers
 
 from common import tracing
 from common.engines import lanes as engine_lanes
@@ -55,6 +56,9 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
         settings.home.mkdir(parents=True, exist_ok=True)
         # Every worker may run the schedule; a lease in the database lets exactly one of them send it.
         argv += ["--beat", "--scheduler", f"{liveness.__name__}:ElectedScheduler"]
+    # Before the pool forks and the heartbeat thread starts: a child forked while another thread holds
+    # SQLAlchemy's mapper-configuration lock waits on it forever (a replacement pool child hung in its first query).
+    configure_mappers()
     app.worker_main(argv)
 
 
