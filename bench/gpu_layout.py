@@ -24,7 +24,7 @@ from bench.pdf_results import LINES
 from tests.support.engine_server import MODEL, running_cpu_engine
 from tests.support.pdf_checks import draw_page
 from worker.engines import gpu_blocks
-from worker.engines.line_boxes import LineDetector
+from worker.engines.line_boxes import LineDetector, PageOrientation
 from worker.engines.vllm import VllmEngine
 
 
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     images = [draw_page(f"Statement {n + 1}", [LINES + LINES[::-1]]).image for n in range(args.pages)]
-    detector = LineDetector()
+    detector, orientation = LineDetector(), PageOrientation()
     timings: dict[str, list[float]] = {k: [] for k in ("orientation", "detector", "blocks", "with", "without")}
     with running_cpu_engine(concurrency=1) as server:
         engines = {"with": VllmEngine(urls=[server.url], model=MODEL, logprobs=True),
@@ -52,7 +52,7 @@ def main() -> None:
                         if (r.get("answer") or {}).get("logprobs")}
             for n, image in enumerate(images):
                 started = time.perf_counter()
-                detector.upright(image)
+                orientation.upright(image)
                 oriented = time.perf_counter()
                 boxes = detector.boxes(image)
                 detected = time.perf_counter()

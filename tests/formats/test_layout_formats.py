@@ -21,7 +21,7 @@ from tests.support.engine_server import MODEL
 from tests.support.layout_checks import hocr_check, valid_alto, valid_page_zip
 from tests.support.text import cer
 from worker.engines.cpu import CpuEngine
-from worker.engines.line_boxes import LineDetector
+from worker.engines.line_boxes import LineDetector, PageOrientation
 from worker.engines.vllm import VllmEngine
 
 DOCUMENTS = {"one column": [0], "two columns": [1], "turned": [2], "table": [3], "three pages": [0, 1, 3]}
@@ -44,7 +44,7 @@ def _row(index: int, image, result) -> Page:
 @pytest.fixture(scope="module")
 def read(images, cpu_engine_server):
     cpu = CpuEngine()
-    vllm = VllmEngine(urls=[cpu_engine_server.url], model=MODEL, layout=LineDetector())
+    vllm = VllmEngine(urls=[cpu_engine_server.url], model=MODEL, layout=LineDetector(), orientation=PageOrientation())
     try:
         yield {"cpu": [_row(i, im, r) for i, (im, r) in enumerate(zip(images, cpu.read(images), strict=True))],
                "vllm": [_row(i, im, r) for i, (im, r) in enumerate(zip(images, vllm.read(images), strict=True))]}

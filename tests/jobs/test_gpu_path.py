@@ -50,8 +50,11 @@ def _read(stack, client, tmp_path):
     assert [p["page"] for p in pages] == [1, 2, 3, 4]
     for page, word in zip(pages, WORDS, strict=True):
         assert word in page["text"] and page["engine"] == "vllm" and page["model"] == MODEL
-        # The layout is off here (what these tests time is the queue): text, and confidence from the logprobs.
-        assert page["blocks"] is None and page["rotation"] is None and 0 < page["confidence"] <= 1
+        # The detector is off (the default): the markdown's blocks, boxes estimated, confidence from logprobs.
+        assert page["rotation"] == 0 and 0 < page["confidence"] <= 1
+        assert page["blocks"] and all(block["box_estimated"] for block in page["blocks"])
+        words = [w for block in page["blocks"] for line in block["lines"] for w in line["words"]]
+        assert word in [w["text"] for w in words] and all(0 < w["confidence"] <= 1 for w in words)
     with stack.services.db.session() as session:
         return job_id, list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.index)))
 

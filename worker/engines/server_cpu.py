@@ -245,13 +245,21 @@ def create_app(
         if isinstance(body, dict):
             entry["temperature"] = body.get("temperature")
             entry["params"] = {key: value for key, value in body.items() if key != "messages"}
-            response = await _chat(body, entry)
+            response = await _chat(body, entry, request)
         else:
             response = _error(400, "body is not a JSON object", "BadRequestError")
         app.state.requests.finish(entry, response.status_code)
         return response
 
-    async def _chat(body: dict, entry: dict) -> JSONResponse:
+    async def _client_left_during(request: Request, seconds: float) -> bool:
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            if await request.is_disconnected():
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    async def _chat(body: dict, entry: dict, request: Request) -> JSONResponse:
         if body.get("model") != served_model_name:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 4096)
@@ -271,8 +279,9 @@ def create_app(
             # What vLLM's API server answers for requests in flight when its engine core dies.
             return _error(500, "EngineCore encountered an issue. See stack trace (above) for the root cause.",
                           "InternalServerError")
-        if mode == "delay":
-            await asyncio.sleep(delay_s)
+        if mode == "delay" and await _client_left_during(request, delay_s):
+            # vLLM aborts a request whose client has gone; so does this one, keeping no slot busy.
+            return _error(499, "client disconnected", "ClientDisconnected")
         url = find_image_url(body.get("messages") or [])
         if url is None:
             return _error(400, "no image_url in the messages", "BadRequestError")

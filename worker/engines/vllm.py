@@ -19,7 +19,7 @@ from common.engines.lanes import base_url
 from common.settings import Settings
 from worker.engines import gpu_blocks, markdown_blocks
 from worker.engines.base import EngineError, EngineOverloaded, PageText
-from worker.engines.line_boxes import LineDetector
+from worker.engines.line_boxes import LineDetector, PageOrientation
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda oom", "cuda error: out of memory")
 # vLLM's answers when its engine core has died: the engine is going down, the page is not at fault.
@@ -39,7 +39,7 @@ class _Completion:
 
 @dataclass(frozen=True)
 class _Page:
-    """A page as sent: the image turned upright (when a layout is on), and its data URL."""
+    """A page as sent: the image turned upright (when orientation is on), and its data URL."""
 
     data_url: str
     image: Image.Image
@@ -109,6 +109,7 @@ class VllmEngine:
         down_s: float = 10.0,
         logprobs: bool = True,
         layout: LineDetector | None = None,
+        orientation: PageOrientation | None = None,
         grounding: bool = False,
     ) -> None:
         if not urls:
@@ -132,6 +133,7 @@ class VllmEngine:
         self.logprobs = logprobs
         # Turns pages upright before sending and lays the answer onto detected lines; None: text only.
         self.layout = layout
+        self.orientation = orientation
         # LightOnOCR-3's grounding mode: the model places its own blocks (the word "grounding" after the image).
         self.grounding = grounding
         self._client = httpx.Client(
@@ -167,6 +169,7 @@ class VllmEngine:
             extra_body=s.engine_extra_body,
             logprobs=s.engine_logprobs,
             layout=LineDetector(threads=s.cpu_threads) if s.engine_layout else None,
+            orientation=PageOrientation() if s.engine_orientation else None,
             grounding=s.engine_grounding,
         )
 
@@ -181,8 +184,8 @@ class VllmEngine:
 
     def _prepare(self, image: Image.Image) -> _Page:
         rotation = None
-        if self.layout is not None:
-            rotation, image = self.layout.upright(image)
+        if self.orientation is not None:
+            rotation, image = self.orientation.upright(image)
         return _Page(encode_page(image, image_format=self.image_format), image, rotation)
 
     def ping(self) -> bool:
@@ -279,10 +282,15 @@ class VllmEngine:
         )
 
     def _structure(self, page: _Page, done: _Completion) -> tuple[list[dict] | None, float | None]:
-        """The page's blocks (with a layout) and its confidence (with logprobs)."""
+        """The page's blocks and its confidence (with logprobs): on the detector's lines with a layout, else
+        the markdown's structure with its lines spread down the page, marked `box_estimated`."""
         if self.layout is not None and done.text.strip():
             return self.layout.blocks(page.image, done.text, done.logprobs)
-        return None, gpu_blocks.confidence([float(t.get("logprob", -9999.0)) for t in done.logprobs or []])
+        tokens = gpu_blocks.token_spans(done.text, done.logprobs)
+        blocks, confidence = gpu_blocks.build_blocks(done.text, [], tokens, size=page.image.size)
+        if markdown_blocks.is_grounded(done.text):
+            return blocks, confidence  # the model's own boxes
+        return [block | {"box_estimated": True} for block in blocks], confidence
 
     def _complete(self, data_url: str, *, temperature: float) -> _Completion:
         content = [{"type": "image_url", "image_url": {"url": data_url}}]

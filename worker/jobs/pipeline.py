@@ -11,7 +11,7 @@ from sqlalchemy import select, update
 from common import outages, tracing
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
 from common.events import service as events
-from common.formats.structure import page_confidence
+from common.formats.structure import estimated, page_confidence
 from common.jobs import states as job_states
 from common.jobs.models import Job, Page, page_rows
 from common.log_format import bind_job
@@ -230,9 +230,11 @@ def _outcome(result: PageText | EngineError, rendered: RenderedPage, *,
 
 def _text_layer(ctx: WorkerContext, c: Claimed, rendered: RenderedPage, result: PageText | EngineError) -> dict | None:
     """Line boxes for a PDF result from an engine that reads without positions; only jobs that asked for one."""
-    if c.job.output != "pdf" or not isinstance(result, PageText) or result.blocks is not None or not result.text.strip():
+    if c.job.output != "pdf" or not isinstance(result, PageText) or not result.text.strip():
         return None
-    return ctx.line_detector.text_layer(rendered.image, result.text)
+    if result.blocks and not estimated(result.blocks):
+        return None
+    return ctx.line_detector.text_layer(rendered.image, result.text, rotation=result.rotation or 0)
 
 
 def page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:
