@@ -186,9 +186,23 @@ def _is_table(lines: list[Line], cut: float, unit: float) -> bool:
         return False
     if statistics.median(len(ln.text) for ln in lines) > 16:
         return False
+    if _prose(left) and _prose(right):
+        return False  # narrow columns of running text: short lines too, and they line up as well
     centres = [(ln.key[1] + ln.key[3]) / 2 for ln in right]
     paired = sum(any(abs((ln.key[1] + ln.key[3]) / 2 - c) < 0.5 * unit for c in centres) for ln in left)
     return paired >= 0.6 * min(len(left), len(right))
+
+
+def _prose(lines: list[Line]) -> bool:
+    """Most lines read as running text (several words, a lower-case continuation, or a run of CJK characters)
+    with few digits; a table's cells are mostly a capitalised word, a number or a code."""
+    def wordy(text: str) -> bool:
+        text = text.strip()
+        if not text or sum(ch.isdigit() for ch in text) > 0.3 * len(text.replace(" ", "")):
+            return False
+        return len(text.split()) >= 2 or text[0].islower() or len(_CJK.findall(text)) >= 5
+
+    return sum(wordy(ln.text) for ln in lines) >= 0.6 * len(lines)
 
 
 def _rows(lines: list[Line], unit: float) -> list[list[Line]]:
