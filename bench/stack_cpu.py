@@ -1,5 +1,5 @@
 """Wall time and CPU seconds of each of `ocrq serve`'s processes while it reads bench/embedded.py's pages, for
-the tree at ROOT (this one, or another unpacked with `git archive REF | tar -x -C DIR`) on this .venv.
+the tree at DIR (this one, or another unpacked with `git archive REF | tar -x -C DIR`) on this .venv.
 
     .venv/bin/python bench/stack_cpu.py DIR 9
 """
@@ -18,6 +18,7 @@ import httpx  # noqa: E402
 
 from bench.embedded import make_pages, through_stack  # noqa: E402
 from tests.support.embedded import EmbeddedServer  # noqa: E402
+
 
 def cpu_by_process() -> dict[int, tuple[float, str]]:
     """Every process's CPU seconds (user + system) and command line, from /proc."""

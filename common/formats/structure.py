@@ -29,6 +29,12 @@ def estimated(blocks: list[dict] | None) -> bool:
     return any(block.get("box_estimated") for block in blocks or [])
 
 
+def blocks_placed(blocks: list[dict] | None, text_layer: dict | None) -> bool:
+    """Whether the page's stored blocks are where to take its lines from: they are, unless their boxes are
+    estimated and the detector's text layer has measured ones."""
+    return bool(blocks) and not (estimated(blocks) and text_layer)
+
+
 def page_confidence(blocks: list[dict] | None) -> float | None:
     """The page's confidence from its lines, by characters; None without lines that carry one."""
     lines = [line for block in blocks or [] for line in block.get("lines", [])]
@@ -80,7 +86,7 @@ def layout_of(page) -> PageLayout:
                         confidence=page.confidence, error=page.error if page.status != "succeeded" else None)
     if page.status != "succeeded":
         return layout
-    if page.blocks and not (estimated(page.blocks) and page.text_layer):
+    if blocks_placed(page.blocks, page.text_layer):
         layout.blocks = normalised(page.blocks)
     else:
         if page.text_layer:

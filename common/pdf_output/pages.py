@@ -6,7 +6,7 @@ from pathlib import Path
 
 from common.documents.limits import Limits
 from common.formats.placement import place_words
-from common.formats.structure import estimated
+from common.formats.structure import blocks_placed
 from common.jobs import results
 from common.jobs.models import Job, Page
 
@@ -20,7 +20,7 @@ def layer_of(page: Page) -> PageLayer:
     if page.status != "succeeded":
         return PageLayer(**size, error=page.error or f"page {page.index + 1} was not read")
     read = results.page_json(page)
-    if read.get("blocks") and not (estimated(read["blocks"]) and page.text_layer):
+    if blocks_placed(read.get("blocks"), page.text_layer):
         lines = [line for block in read["blocks"] for line in block["lines"]]
         return PageLayer(**size, rotation=read.get("rotation") or 0, lines=_lines(lines))
     if page.text_layer:
