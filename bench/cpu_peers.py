@@ -13,7 +13,7 @@ Tesseract with one process per core on the same rendered pages, one after the ot
     apt-get install tesseract-ocr tesseract-ocr-{chi-sim,jpn,fra,deu,spa,ita,nld,por,swe,dan}
     .venv/bin/python bench/cpu_corpus.py --out /tmp/corpus
     .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus [--limit 40] [--groups de,zh] [--no-tesseract]
-            [--variant '{"Det.unclip_ratio": 1.6}' ...] [--jsonl pages.jsonl]
+            [--variant '{"Det.unclip_ratio": 1.6}' --variant '{"runtime": "onnxruntime"}' ...] [--jsonl pages.jsonl]
     .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus --serve [--limit 60]
 """
 
@@ -210,7 +210,8 @@ def main() -> None:
         readers = {}
         for n, variant in enumerate(args.variant or ["{}"]):
             params = json.loads(variant)
-            engine = CpuEngine(threads=args.threads, reread=params.pop("reread", True), params_override=params)
+            engine = CpuEngine(threads=args.threads, reread=params.pop("reread", True),
+                               runtime=params.pop("runtime", "openvino"), params_override=params)
             readers[f"ocrq{n or ''}"] = ocrq_reader(engine)
         if not args.no_tesseract:
             readers["tess"] = tesseract

@@ -89,3 +89,21 @@ def test_soft_time_limit_inside_rapidocr_reaches_the_task(engine):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert fired == ["__call__"]
+
+
+def test_the_default_runtime_is_openvino_and_reads_as_onnxruntime_does(engine):
+    """The models run on OpenVINO (bf16 where the CPU has it); the text must be what onnxruntime's fp32 reads."""
+    from worker.engines.inference import OpenVinoSession
+
+    assert isinstance(engine._ocr.text_det.session.session, OpenVinoSession)
+    assert isinstance(engine._ocr.text_rec.session.session, OpenVinoSession)
+    lines = [SENTENCES[k][0] for k in ("en", "de", "es", "da")]
+    page = text_page("\n".join(lines), size=(1190, 700), font_size=34)
+    reference = CpuEngine(runtime="onnxruntime")
+    try:
+        assert not isinstance(reference._ocr.text_det.session.session, OpenVinoSession)
+        [ours], [theirs] = engine.read([page]), reference.read([page])
+    finally:
+        reference.close()
+    assert cer("".join(lines), ours.text) <= 0.02, ours.text
+    assert cer(theirs.text, ours.text) <= 0.01, (ours.text, theirs.text)

@@ -62,8 +62,9 @@ def test_a_tight_paragraph_reads_right(page_read):
 
 
 def test_a_line_one_box_garbles_is_read_right_from_another_crop(engine):
-    """The last line's box cut into its own strokes (top edge down by 0.4 of its height, bottom up by 0.2)
-    garbles it ("senuer witn ten wor knig uays"); the re-read crops it again and keeps the sure reading."""
+    """The last line's box cut into its own strokes (top edge down by 0.45 of its height, bottom up by 0.25)
+    garbles it (CER 0.42 on OpenVINO, 0.53 on onnxruntime); the re-read crops it again and keeps the sure
+    reading. (Cut by 0.4 and 0.2, onnxruntime garbled it and OpenVINO's bf16 read it at CER 0.055.)"""
     from rapidocr.ch_ppocr_rec import TextRecInput
     from rapidocr.utils.process_img import get_rotate_crop_image
 
@@ -71,8 +72,8 @@ def test_a_line_one_box_garbles_is_read_right_from_another_crop(engine):
     quads = engine._ocr(array, use_rec=False).boxes.astype(np.float32)
     last = int(np.argmax(quads[:, :, 1].mean(axis=1)))
     height = quads[last][3, 1] - quads[last][0, 1]
-    quads[last][:2, 1] += 0.4 * height
-    quads[last][2:, 1] -= 0.2 * height
+    quads[last][:2, 1] += 0.45 * height
+    quads[last][2:, 1] -= 0.25 * height
     read = engine._ocr.text_rec(TextRecInput(img=[get_rotate_crop_image(array, quads[last].copy())]))
     truth = PARAGRAPHS[-1][-1]
     assert cer(truth, read.txts[0]) > 0.1 and read.scores[0] < cpu.UNSURE_SCORE, read.txts  # garbled

