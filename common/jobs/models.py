@@ -91,6 +91,9 @@ class Page(Base):
     event_seq: Mapped[int | None] = mapped_column(Integer)
     # The lease ("worker:<id>") of the worker that claimed the page last; its heartbeat says whether it lives.
     claimed_by: Mapped[str | None] = mapped_column(String(200))
+    # The message (task id) whose delivery claimed it: a broker redelivers the same message after a pool child
+    # dies, while a copy published by a sweeper has an id of its own.
+    claim_delivery: Mapped[str | None] = mapped_column(String(200))
 
     job: Mapped[Job] = relationship(back_populates="pages")
 

@@ -70,13 +70,18 @@ def cancel_job(session: Session, *, job_id: str) -> bool:
     return result.rowcount == 1
 
 
-def claimable(worker: str | None):
-    """Queued, or running for a claimer that is this worker or whose heartbeat lease is gone or lapsed."""
+def claimable(worker: str | None, delivery: str | None = None):
+    """Queued, or running for a claimer whose heartbeat lease is gone or lapsed, or for this worker by this same
+    message (redelivered after the pool child reading it died). Another copy of the page's message reaching the
+    worker that reads it (a sweeper's, or a countdown's held while the page was republished) does not claim it."""
     claimer_alive = exists().where(Lease.name == Page.claimed_by, Lease.expires_at >= utcnow())
-    return or_(Page.status == "queued", Page.claimed_by.is_(None), Page.claimed_by == worker, ~claimer_alive)
+    mine = Page.claimed_by == worker
+    if delivery is not None:
+        mine = and_(mine, or_(Page.claim_delivery.is_(None), Page.claim_delivery == delivery))
+    return or_(Page.status == "queued", Page.claimed_by.is_(None), mine, ~claimer_alive)
 
 
-def claim_page(session: Session, *, page_id: str, worker: str | None = None) -> int | None:
+def claim_page(session: Session, *, page_id: str, worker: str | None = None, delivery: str | None = None) -> int | None:
     """Mark a page running for `worker` and count the attempt; None when it is not active or a live worker has it.
 
     A page already 'running' may be claimed again: that is a redelivery after its worker died.
@@ -84,8 +89,9 @@ def claim_page(session: Session, *, page_id: str, worker: str | None = None) -> 
     job_active = exists().where(Job.id == Page.job_id, Job.status.in_(JOB_ACTIVE))
     row = session.execute(
         update(Page)
-        .where(Page.id == page_id, Page.status.in_(PAGE_ACTIVE), job_active, claimable(worker))
-        .values(status="running", attempts=Page.attempts + 1, started_at=statement_now(session), claimed_by=worker)
+        .where(Page.id == page_id, Page.status.in_(PAGE_ACTIVE), job_active, claimable(worker, delivery))
+        .values(status="running", attempts=Page.attempts + 1, started_at=statement_now(session), claimed_by=worker,
+                claim_delivery=delivery)
         .returning(Page.attempts)
     ).first()
     return row[0] if row else None

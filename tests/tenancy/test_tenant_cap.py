@@ -175,3 +175,27 @@ def test_a_worker_with_two_processes_runs_one_page_of_a_capped_tenant_at_a_time(
     for before, after in zip(pages, pages[1:]):
         assert after.started_at >= before.finished_at, "two pages of one tenant ran at once"
 
+
+
+@pytest.mark.parametrize("limit", [0, 1])
+def test_a_second_copy_of_a_pages_message_on_its_live_worker_does_not_claim_it_again(db, tmp_path, limit):
+    # A sweeper's copy and a countdown's held copy of one page both reached the worker that reads it: two pool
+    # children claimed it (attempts 2) and both read it. Only the same message, redelivered after the child reading
+    # it died, may claim a page its own live worker holds.
+    settings = capped(tmp_path, limit)
+    _, pages = new_job(db, pages=1)
+    alive = f"worker:alive-{uuid.uuid4().hex[:8]}"
+    with db.session() as session:
+        session.add(Lease(name=alive, holder=alive, pages=[], beat_at=utcnow(),
+                          expires_at=utcnow() + timedelta(seconds=30)))
+
+    def claim_as(delivery: str) -> int | None:
+        with db.session() as session:
+            return tenant_cap.claim_page(session, page_id=pages[0], settings=settings, worker=alive, delivery=delivery)
+
+    assert claim_as("first-message") == 1
+    assert claim_as("sweepers-copy") is None
+    assert claim_as("first-message") == 2  # its child died and the broker gave the message back
+    with db.session() as session:
+        session.execute(update(Page).where(Page.id == pages[0]).values(status="queued"))  # requeued by a sweeper
+    assert claim_as("sweepers-copy") == 3

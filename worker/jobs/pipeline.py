@@ -102,14 +102,16 @@ class Claimed:
     attempts: int
 
 
-def process_page(ctx: WorkerContext, *, page_id: str) -> None:
-    """Render and read one page, write its result once, and close the job if it was the last."""
-    process_pages(ctx, page_ids=[page_id])
+def process_page(ctx: WorkerContext, *, page_id: str, delivery: str | None = None) -> None:
+    """Render and read one page, write its result once, and close the job if it was the last. `delivery` is the
+    message's task id (job_states.claimable)."""
+    process_pages(ctx, page_ids=[page_id], deliveries={page_id: delivery} if delivery else None)
 
 
-def process_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
+def process_pages(ctx: WorkerContext, *, page_ids: list[str], deliveries: dict[str, str] | None = None) -> None:
     """Claim, render and read pages together (a same-size batch on the GPU); write each result once."""
-    claimed = [c for page_id in page_ids if (c := _claim(ctx, page_id=page_id))]
+    deliveries = deliveries or {}
+    claimed = [c for page_id in page_ids if (c := _claim(ctx, page_id=page_id, delivery=deliveries.get(page_id)))]
     max_attempts = ctx.settings.page_retries + 1
     outcomes: dict[str, job_states.PageOutcome] = {}
     ready: list[tuple[Claimed, RenderedPage]] = []
@@ -190,11 +192,12 @@ def _engine_urls(results: list[PageText | EngineError]) -> str | None:
     return ",".join(urls) or None
 
 
-def _claim(ctx: WorkerContext, *, page_id: str) -> Claimed | None:
+def _claim(ctx: WorkerContext, *, page_id: str, delivery: str | None) -> Claimed | None:
     """The page, its job and this attempt's number; None if it is not ours to read now."""
     try:
         with ctx.db.session() as session:
-            attempts = tenant_cap.claim_page(session, page_id=page_id, settings=ctx.settings, worker=ctx.worker)
+            attempts = tenant_cap.claim_page(session, page_id=page_id, settings=ctx.settings, worker=ctx.worker,
+                                             delivery=delivery)
             if attempts is None:
                 return None
             page = session.get(Page, page_id)

@@ -21,7 +21,7 @@ def prepare_job(self, job_id: str) -> None:
 def ocr_page(self, page_id: str) -> None:
     ctx = context_of(self.app)
     try:
-        pipeline.process_page(ctx, page_id=page_id)
+        pipeline.process_page(ctx, page_id=page_id, delivery=self.request.id)
     except SoftTimeLimitExceeded:
         pipeline.time_out_pages(ctx, page_ids=[page_id])
 
@@ -35,10 +35,11 @@ def register_gpu_tasks(app: Celery, *, pair_size: int, wait_s: float) -> None:
 
 
 def _read_batch(self, requests) -> None:
-    page_ids = list(dict.fromkeys(request.args[0] for request in requests))
+    deliveries = {request.args[0]: request.id for request in requests}
+    page_ids = list(deliveries)
     ctx = context_of(self.app)
     try:
-        pipeline.process_pages(ctx, page_ids=page_ids)
+        pipeline.process_pages(ctx, page_ids=page_ids, deliveries=deliveries)
     except SoftTimeLimitExceeded:
         pipeline.time_out_pages(ctx, page_ids=page_ids)
 

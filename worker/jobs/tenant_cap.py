@@ -31,11 +31,12 @@ class OverCap(Exception):
         self.lane = lane
 
 
-def claim_page(session: Session, *, page_id: str, settings: Settings, worker: str | None = None) -> int | None:
+def claim_page(session: Session, *, page_id: str, settings: Settings, worker: str | None = None,
+               delivery: str | None = None) -> int | None:
     """job_states.claim_page, but raise OverCap while the tenant runs `tenant_max_running_pages` others."""
     limit = settings.tenant_max_running_pages
     if not limit:
-        return job_states.claim_page(session, page_id=page_id, worker=worker)
+        return job_states.claim_page(session, page_id=page_id, worker=worker, delivery=delivery)
     owner = session.execute(select(Job.tenant_id, Job.priority).join(Page).where(Page.id == page_id)).first()
     if owner is None:
         return None
@@ -46,15 +47,15 @@ def claim_page(session: Session, *, page_id: str, settings: Settings, worker: st
     row = session.execute(
         update(Page)
         .where(Page.id == page_id, Page.status.in_(job_states.PAGE_ACTIVE), _job_active(),
-               job_states.claimable(worker), _running_elsewhere(tenant_id, page_id, settings) < limit)
+               job_states.claimable(worker, delivery), _running_elsewhere(tenant_id, page_id, settings) < limit)
         .values(status="running", attempts=Page.attempts + 1, started_at=statement_now(session),
-                claimed_by=worker)
+                claimed_by=worker, claim_delivery=delivery)
         .returning(Page.attempts)
     ).first()
     if row:
         return row[0]
     if session.scalar(select(Page.id).where(Page.id == page_id, Page.status.in_(job_states.PAGE_ACTIVE),
-                                            _job_active(), job_states.claimable(worker))):
+                                            _job_active(), job_states.claimable(worker, delivery))):
         raise OverCap(lane)
     return None
 
