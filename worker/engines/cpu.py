@@ -43,7 +43,6 @@ class CpuEngine:
         self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
         self._reread_on = reread
         self.model = "rapidocr-3.10/PP-OCRv6"
-        self.runtime = runtime
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
         return [self._read_one(image) for image in images]

@@ -2,8 +2,8 @@
 
 Both libraries open their models with onnxruntime; `reopen` swaps each model's session for one with our
 settings. OpenVINO is the default: it reads the same .onnx files and, on a CPU with bf16 units (AMX,
-AVX512-BF16), runs them in bf16, which read the corpus 2.6-3.8 times as fast as onnxruntime's fp32 with the same
-lines (BENCHMARKS.md, 2026-12-03, issue 35); elsewhere it runs fp32.
+AVX512-BF16), runs them in bf16, which read the CPU corpus 2.5 times as fast as onnxruntime's fp32 at the same
+CER (BENCHMARKS.md, 2026-12-03, issue 35); elsewhere it runs fp32.
 """
 
 from __future__ import annotations
