@@ -81,6 +81,12 @@ def claimable(worker: str | None, delivery: str | None = None):
     return or_(Page.status == "queued", Page.claimed_by.is_(None), mine, ~claimer_alive)
 
 
+def claim_values(session: Session, *, worker: str | None, delivery: str | None) -> dict:
+    """What a claim writes: running, one more attempt, started now, by this worker and message."""
+    return {"status": "running", "attempts": Page.attempts + 1, "started_at": statement_now(session),
+            "claimed_by": worker, "claim_delivery": delivery}
+
+
 def claim_page(session: Session, *, page_id: str, worker: str | None = None, delivery: str | None = None) -> int | None:
     """Mark a page running for `worker` and count the attempt; None when it is not active or a live worker has it.
 
@@ -90,8 +96,7 @@ def claim_page(session: Session, *, page_id: str, worker: str | None = None, del
     row = session.execute(
         update(Page)
         .where(Page.id == page_id, Page.status.in_(PAGE_ACTIVE), job_active, claimable(worker, delivery))
-        .values(status="running", attempts=Page.attempts + 1, started_at=statement_now(session), claimed_by=worker,
-                claim_delivery=delivery)
+        .values(**claim_values(session, worker=worker, delivery=delivery))
         .returning(Page.attempts)
     ).first()
     return row[0] if row else None

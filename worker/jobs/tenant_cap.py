@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, aliased
 
 from common.jobs import states as job_states
 from common.jobs.models import Job, Page
-from common.orm import statement_now, utcnow
+from common.orm import utcnow
 from common.queue.leases import Lease
 from common.settings import Settings
 from worker.context import WorkerContext
@@ -48,8 +48,7 @@ def claim_page(session: Session, *, page_id: str, settings: Settings, worker: st
         update(Page)
         .where(Page.id == page_id, Page.status.in_(job_states.PAGE_ACTIVE), _job_active(),
                job_states.claimable(worker, delivery), _running_elsewhere(tenant_id, page_id, settings) < limit)
-        .values(status="running", attempts=Page.attempts + 1, started_at=statement_now(session),
-                claimed_by=worker, claim_delivery=delivery)
+        .values(**job_states.claim_values(session, worker=worker, delivery=delivery))
         .returning(Page.attempts)
     ).first()
     if row:
