@@ -66,7 +66,7 @@ class WorkerContext:
         """rapidocr's detector alone, for PDF results from engines that give no positions; loaded on first use."""
         from worker.engines.line_boxes import LineDetector
 
-        return LineDetector(threads=self.settings.cpu_threads, runtime=self.settings.cpu_runtime)
+        return LineDetector(threads=self.settings.cpu_threads)
 
     def close(self) -> None:
         if "engine" in self.__dict__:

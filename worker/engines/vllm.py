@@ -168,8 +168,8 @@ class VllmEngine:
             guard_repetition=s.engine_guard_repetition,
             extra_body=s.engine_extra_body,
             logprobs=s.engine_logprobs,
-            layout=LineDetector(threads=s.cpu_threads, runtime=s.cpu_runtime) if s.engine_layout else None,
-            orientation=PageOrientation(runtime=s.cpu_runtime) if s.engine_orientation else None,
+            layout=LineDetector(threads=s.cpu_threads) if s.engine_layout else None,
+            orientation=PageOrientation() if s.engine_orientation else None,
             grounding=s.engine_grounding,
         )
 
