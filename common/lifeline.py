@@ -16,8 +16,8 @@ def end_with_parent(parent_pid: int, *, every_s: float = 0.5, grace_s: float = 5
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(every_s)
-        # No log line: whoever read our output is gone, and the logging lock may be held for good by a thread
-        # that hit the broken pipe (seen: the main thread held it, and this thread waited on it for 13 minutes).
+        # Signals first, and no log line: whoever read our output is gone, and logging's lock can be held for
+        # good (seen: by the idle main thread, with this thread waiting on it for 13 minutes).
         # Our own group only when we lead it (serve starts each worker in a session of its own).
         end = os.killpg if os.getpgid(0) == os.getpid() else os.kill
         end(os.getpid(), signal.SIGTERM)
