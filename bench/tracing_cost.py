@@ -4,6 +4,7 @@ to OCRQ_TRACE_FILE by the SDK's batch processor), in rotating order, each submit
 bench/embedded.py and timed from the first submit to the last result.
 
     nice -n 10 .venv/bin/python bench/tracing_cost.py --before main --pages 6 --rounds 3
+    nice -n 10 .venv/bin/python bench/tracing_cost.py --before main --rounds 10 --variants before,off
     .venv/bin/python bench/tracing_cost.py --calls   # what ocrq's own tracing calls cost a page when off
 """
 
@@ -64,6 +65,7 @@ def main() -> None:
     parser.add_argument("--before", default="main", help="git ref of the tree before")
     parser.add_argument("--pages", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variants", default="before,off,on", help="which of before, off and on to run")
     args = parser.parse_args()
     if args.calls:
         print(f"tracing calls of one page, tracing off: {calls_per_page():.1f} µs (median of 5 × 20,000)")
@@ -74,20 +76,25 @@ def main() -> None:
         before = unpack(args.before, folder / "before")
         variants = {"before": (before, {}), "off": (ROOT, {}),
                     "on": (ROOT, {"OCRQ_TRACE_FILE": str(folder / "traces.jsonl")})}
+        variants = {name: variants[name] for name in args.variants.split(",")}
         seconds: dict[str, list[float]] = {name: [] for name in variants}
         names = list(variants)
         for round_ in range(args.rounds):
-            for name in names[round_ % 3:] + names[:round_ % 3]:
+            for name in names[round_ % len(names):] + names[:round_ % len(names)]:
                 root, env = variants[name]
                 seconds[name].append(run_once(root, folder / f"home-{name}-{round_}", uploads, env))
                 print(f"round {round_ + 1} {name}: {seconds[name][-1]:.1f} s", file=sys.stderr, flush=True)
         spans = sum(1 for _ in (folder / "traces.jsonl").open()) if (folder / "traces.jsonl").exists() else 0
     median = {name: statistics.median(values) for name, values in seconds.items()}
-    print("| variant | runs (s) | median s | pages/s | throughput vs before |")
-    print("|---|---|---|---|---|")
+    # Each round's ratio to that round's run of the tree before, whose median holds when the machine's speed
+    # drifts between rounds.
+    print("| variant | runs (s) | median s | pages/s | throughput vs before (medians) | paired, median of rounds |")
+    print("|---|---|---|---|---|---|")
     for name, values in seconds.items():
+        paired = [b / v for b, v in zip(seconds.get("before", []), values, strict=False)]
         print(f"| {name} | {', '.join(f'{v:.1f}' for v in values)} | {median[name]:.1f} "
-              f"| {args.pages / median[name]:.3f} | {median['before'] / median[name]:.3f} |")
+              f"| {args.pages / median[name]:.3f} | {median.get('before', float('nan')) / median[name]:.3f} "
+              f"| {statistics.median(paired) if paired else float('nan'):.3f} |")
     print(f"spans written with tracing on: {spans} ({spans / max(args.rounds, 1):.0f} a run of {args.pages} pages)")
 
 
