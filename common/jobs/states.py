@@ -87,7 +87,7 @@ def claim_values(session: Session, *, worker: str | None, delivery: str | None) 
             "claimed_by": worker, "claim_delivery": delivery}
 
 
-def claimable_page(page_id: str, worker: str | None, delivery: str | None):
+def claimable_page(page_id: str, worker: str | None, delivery: str | None) -> ColumnElement[bool]:
     """The page, active, of an active job, and not held by another live claim."""
     job_active = exists().where(Job.id == Page.job_id, Job.status.in_(JOB_ACTIVE))
     return and_(Page.id == page_id, Page.status.in_(PAGE_ACTIVE), job_active, claimable(worker, delivery))
@@ -100,9 +100,12 @@ def claim_page(session: Session, *, page_id: str, worker: str | None = None, del
 
     A page already 'running' may be claimed again: that is a redelivery after its worker died.
     """
+    condition = claimable_page(page_id, worker, delivery)
+    if also is not None:
+        condition = and_(condition, also)
     row = session.execute(
         update(Page)
-        .where(claimable_page(page_id, worker, delivery), *(() if also is None else (also,)))
+        .where(condition)
         .values(**claim_values(session, worker=worker, delivery=delivery))
         .returning(Page.attempts)
     ).first()
