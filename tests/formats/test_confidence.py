@@ -3,11 +3,12 @@ stand-in's logprobs reach format=json unchanged and in order, through the whole 
 
 from __future__ import annotations
 
+import io
 import math
 import random
 
 import pytest
-from PIL import Image, ImageFilter
+from PIL import Image
 
 from common.formats.structure import page_confidence
 from tests.conftest import KEY_A, KEY_B, make_settings
@@ -30,9 +31,18 @@ def _noisy(image: Image.Image, share: float, seed: int = 7) -> Image.Image:
     return noisy
 
 
+def _compressed(image: Image.Image, quality: int = 5) -> Image.Image:
+    """Halved, saved as a JPEG of the given quality, and scaled back: blocky, smeared strokes."""
+    small = io.BytesIO()
+    image.convert("L").resize((image.width // 2, image.height // 2)).save(small, "JPEG", quality=quality)
+    return Image.open(io.BytesIO(small.getvalue())).convert("RGB").resize(image.size)
+
+
 def test_illegible_pages_get_lower_confidence_on_the_cpu_engine():
     clean = drawn.short("Harbour Survey of the North Quay")
-    pages = {"clean": clean, "blurred": clean.filter(ImageFilter.GaussianBlur(3.2)), "noisy": _noisy(clean, 0.3)}
+    # Not blur: a blurred page loses whole lines at detection, and confidence is over the lines read (on a bf16
+    # CPU the lines left of a GaussianBlur(3.2) page were read at 0.9993, the clean page at 0.998).
+    pages = {"clean": clean, "compressed": _compressed(clean), "noisy": _noisy(clean, 0.3)}
     engine = CpuEngine()
     try:
         results = dict(zip(pages, engine.read(list(pages.values())), strict=True))
@@ -40,8 +50,9 @@ def test_illegible_pages_get_lower_confidence_on_the_cpu_engine():
         engine.close()
     confidence = {name: page_confidence(r.blocks) or 0.0 for name, r in results.items()}
     assert confidence["clean"] > 0.95, confidence
-    # The engine's doubt (1 - confidence) is at least three times the clean page's on each spoiled one.
-    for name in ("blurred", "noisy"):
+    # Each spoiled page is misread, and the engine's doubt (1 - confidence) is at least three times the clean page's.
+    for name in ("compressed", "noisy"):
+        assert results[name].text != results["clean"].text, results[name].text
         assert 1 - confidence[name] >= 3 * (1 - confidence["clean"]), confidence
 
 
