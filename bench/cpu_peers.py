@@ -54,9 +54,9 @@ def edits(truth: str, text: str) -> tuple[int, int]:
     return levenshtein(ref, hyp), max(len(ref), 1)
 
 
-def tesseract(path: Path, lang: str, *, threads: int = 1) -> str:
+def tesseract(path: Path, lang: str, *, threads: int = 1, psm: str = "1") -> str:
     env = os.environ | {"OMP_THREAD_LIMIT": str(threads)}
-    done = subprocess.run(["tesseract", str(path), "stdout", "-l", TESSERACT_LANG[lang], "--psm", "1"],
+    done = subprocess.run(["tesseract", str(path), "stdout", "-l", TESSERACT_LANG[lang], "--psm", psm],
                           capture_output=True, env=env, check=True)
     return done.stdout.decode("utf-8", "replace")
 

@@ -29,7 +29,7 @@ class CpuEngine:
         # No text-line angle classifier: the page is turned upright as a whole first, and on a line whose crop
         # holds strokes of its neighbours (tight spacing) it says "180" at 0.96, and the line, read upside
         # down, comes back as noise.
-        params = {"Global.log_level": "warning", "Det.unclip_ratio": 1.5, "Global.use_cls": False}
+        params = {"Global.log_level": "warning", "Det.unclip_ratio": 1.5, "Global.use_cls": False} | inference.DETECTION
         self._ocr = RapidOCR(params=params | (params_override or {}))
         self._orientation = inference.orientation_classifier(threads=threads, spinning=spinning, runtime=runtime)
         models = [self._ocr._load_det_model(), self._ocr._load_rec_model()]

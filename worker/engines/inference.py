@@ -15,6 +15,11 @@ import numpy as np
 
 Runtime = Literal["openvino", "onnxruntime"]
 
+# rapidocr scales every image whose short side is under 736 px up to 736 before detection; PaddleOCR's own limit
+# is 64 (RapidOCR discussion #715). Scaled up, small images read far worse (CER 0.045 against 0.003 on 200
+# snippets of one to three lines) in six times the time; corpus pages read the same (BENCHMARKS.md, small images).
+DETECTION = {"Det.limit_side_len": 64}
+
 
 class _Port(NamedTuple):
     name: str

@@ -42,7 +42,8 @@ class LineDetector:
     def __init__(self, *, threads: int = 0) -> None:
         from rapidocr import RapidOCR
 
-        self._ocr = RapidOCR(params={"Global.log_level": "warning", "Global.use_cls": False, "Global.use_rec": False})
+        self._ocr = RapidOCR(params={"Global.log_level": "warning", "Global.use_cls": False, "Global.use_rec": False}
+                             | inference.DETECTION)
         inference.reopen(self._ocr._load_det_model().session, threads=threads, runtime="onnxruntime")
 
     def blocks(self, image: Image.Image, text: str, logprobs: list[dict] | None) -> tuple[list[dict], float | None]:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 from common.queue.names import LANES
 from common.settings import get_settings
 from ocrq_vllm_plugin.status import ROUTE, default_state
+from worker.engines.inference import DETECTION
 
 FAULT_MODES = ("503", "429", "oom", "dead", "length", "delay")
 MAX_DATA_URL_BYTES = 64 * 1024 * 1024
@@ -207,7 +208,7 @@ def create_app(
     async def lifespan(app: FastAPI):
         from rapidocr import RapidOCR
 
-        params: dict = {"Global.log_level": "error"}
+        params: dict = {"Global.log_level": "error"} | DETECTION
         if ocr_threads > 0:
             params["EngineConfig.onnxruntime.intra_op_num_threads"] = ocr_threads
         app.state.ocr = RapidOCR(params=params)
