@@ -31,10 +31,10 @@ def _noisy(image: Image.Image, share: float, seed: int = 7) -> Image.Image:
     return noisy
 
 
-def _compressed(image: Image.Image, quality: int = 5) -> Image.Image:
-    """Halved, saved as a JPEG of the given quality, and scaled back: blocky, smeared strokes."""
+def _compressed(image: Image.Image, *, shrink: int = 4, quality: int = 5) -> Image.Image:
+    """Shrunk, saved as a JPEG of the given quality, and scaled back: blocky, smeared strokes."""
     small = io.BytesIO()
-    image.convert("L").resize((image.width // 2, image.height // 2)).save(small, "JPEG", quality=quality)
+    image.convert("L").resize((image.width // shrink, image.height // shrink)).save(small, "JPEG", quality=quality)
     return Image.open(io.BytesIO(small.getvalue())).convert("RGB").resize(image.size)
 
 
@@ -42,7 +42,7 @@ def test_illegible_pages_get_lower_confidence_on_the_cpu_engine():
     clean = drawn.short("Harbour Survey of the North Quay")
     # Not blur: a blurred page loses whole lines at detection, and confidence is over the lines read (on a bf16
     # CPU the lines left of a GaussianBlur(3.2) page were read at 0.9993, the clean page at 0.998).
-    pages = {"clean": clean, "compressed": _compressed(clean), "noisy": _noisy(clean, 0.3)}
+    pages = {"clean": clean, "compressed": _compressed(clean), "noisy": _noisy(clean, 0.4)}
     engine = CpuEngine()
     try:
         results = dict(zip(pages, engine.read(list(pages.values())), strict=True))
@@ -50,9 +50,11 @@ def test_illegible_pages_get_lower_confidence_on_the_cpu_engine():
         engine.close()
     confidence = {name: page_confidence(r.blocks) or 0.0 for name, r in results.items()}
     assert confidence["clean"] > 0.95, confidence
-    # Each spoiled page is misread, and the engine's doubt (1 - confidence) is at least three times the clean page's.
+    # Whether a spoiled page's words still come out right depends on the CPU's kernels (at 0.3 noise the page read
+    # word for word in fp32 on AVX2, and not in bf16); that the engine doubts it (1 - confidence) at least three
+    # times as much as the clean page does not: 8x (noisy) and 18x (compressed) in fp32 on AVX2.
     for name in ("compressed", "noisy"):
-        assert results[name].text != results["clean"].text, results[name].text
+        assert results[name].text.strip(), name
         assert 1 - confidence[name] >= 3 * (1 - confidence["clean"]), confidence
 
 
