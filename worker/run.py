@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 
 from celery.signals import setup_logging, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 from sqlalchemy.orm import configure_mappers
@@ -15,6 +17,10 @@ from common.queue.names import WEBHOOK_QUEUE, cpu_worker_queues, gpu_worker_defa
 from common.settings import Settings
 from worker.context import context_of
 from worker.queue import liveness
+
+log = logging.getLogger("ocrq.worker")
+# The line each process logs once its engine is loaded; with prefork it comes after Celery's "ready.".
+ENGINE_LOADED = "engine loaded"
 
 
 def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int, beat: bool, pool: str,
@@ -42,7 +48,9 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
         "ocrq-webhooks" if queues == [WEBHOOK_QUEUE] else "ocrq-worker"))
 
     def _load_engine(**_kwargs) -> None:
-        context_of(app).engine  # load models now, not inside the first page's time limit
+        started = time.perf_counter()
+        engine = context_of(app).engine  # load models now, not inside the first page's time limit
+        log.info(ENGINE_LOADED, extra={"engine": engine.name, "seconds": round(time.perf_counter() - started, 2)})
 
     # prefork loads in each child; other pools run tasks in the main process. A webhook-only worker reads no page.
     if queues != [WEBHOOK_QUEUE]:

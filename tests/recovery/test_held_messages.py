@@ -16,6 +16,7 @@ from tests.batches.support import word_image
 from tests.conftest import KEY_A, make_settings
 from tests.support.stack import Stack, wait_for_job, wait_until
 from worker.queue.liveness import SCHEDULER
+from worker.run import ENGINE_LOADED
 
 # A visibility timeout far past the test: only the worker's lease can bring its messages back in time.
 TIMERS = {"heartbeat_interval_s": 0.5, "heartbeat_lapse_s": 4, "visibility_timeout_s": 900,
@@ -79,10 +80,14 @@ def test_a_page_deferred_by_the_tenant_cap_starts_again_within_a_minute_of_its_w
                              tenant_max_running_pages=1, **TIMERS)
     with Stack(settings, logs=tmp_path) as stack:
         client = stack.client(KEY_A)
+        # Two pool children: the second finds its tenant at the cap and defers its page, a countdown it holds. Both
+        # must have loaded their engine before the pages come, or one child reads both pages in turn (seen on a
+        # busy machine: the other child was still loading when the first page, 0.2 s of work, ended).
+        doomed = stack.start_worker("--concurrency", "2", extra_env={"OCRQ_TENANT_DEFER_S": HOLD_S})
+        wait_until(lambda: doomed.log.read_text().count(ENGINE_LOADED) >= 2, timeout=60,
+                   what="both pool children's engines")
         job_ids = [client.post("/jobs", files={"file": (f"cap{n}.png", word_image(f"capped{n}"))},
                                data={"output": "text"}).json()["id"] for n in range(2)]
-        # Two pool children: the second finds its tenant at the cap and defers its page, a countdown it holds.
-        doomed = stack.start_worker("--concurrency", "2", extra_env={"OCRQ_TENANT_DEFER_S": HOLD_S})
 
         def deferred() -> str | None:
             pages = pages_of(stack, job_ids)
