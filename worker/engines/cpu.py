@@ -20,7 +20,7 @@ from worker.engines.base import EngineError, PageText
 class CpuEngine:
     name = "cpu"
 
-    def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True,
+    def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True, show_through: bool = True,
                  runtime: inference.Runtime = "openvino", params_override: dict | None = None) -> None:
         from rapidocr import RapidOCR
 
@@ -39,6 +39,7 @@ class CpuEngine:
             inference.reopen(model.session, threads=threads, spinning=spinning, runtime=runtime)
         self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
         self._reread_on = reread
+        self._show_through_on = show_through
         self.model = "rapidocr-3.10/PP-OCRv6"
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
@@ -56,6 +57,10 @@ class CpuEngine:
             if rotation and _weight(reading) < 0.5 * _weight(upright := self._detect_and_read(array)):
                 # The classifier saw a turned page that reads far better as it came: keep it as it came.
                 rotation, reading = 0, upright
+            cleaned = self._show_through_on and len(reading[2]) > 0 and bool(_faint(reading[0], reading[1]).any())
+            if cleaned:
+                # Text shows through from the other side: boxes of the page's own lines may have taken it in too.
+                reading = self._detect_and_read(_without_show_through(reading[0]))
             lines = self._lines(*reading)
         except Exception as exc:  # onnxruntime raises plain RuntimeError/ValueError on odd inputs
             if timeout := _time_limit_in(exc):
@@ -68,7 +73,7 @@ class CpuEngine:
         done = time.perf_counter()
         timings = {"orientation_s": oriented - started, "ocr_s": read - oriented, "layout_s": done - read}
         return PageText(text=text, engine=self.name, model=self.model, seconds=done - started,
-                        details={"lines": len(lines), "reread_lines": self._reread["lines"],
+                        details={"lines": len(lines), "show_through": cleaned, "reread_lines": self._reread["lines"],
                                  "reread_kept": self._reread["kept"], "reread_s": round(self._reread["seconds"], 4)}
                         | {k: round(v, 4) for k, v in timings.items()},
                         rotation=rotation, blocks=[block.as_json() for block in blocks])
@@ -173,6 +178,23 @@ def _faint(array: np.ndarray, quads: np.ndarray) -> np.ndarray:
             contrast[i] = high - low
     # The page's own lines: most of them, even on a page where much shows through.
     return contrast < FAINT * np.percentile(contrast, 75)
+
+
+def _without_show_through(array: np.ndarray) -> np.ndarray:
+    """The page on a flat white background, with ink far fainter than its own text's (FAINT) taken out.
+
+    Where show-through crosses the page's lines, the detector joins both into one box (across a column gutter),
+    and the recogniser garbles it; dropping faint lines after detection cannot undo that."""
+    import cv2
+
+    gray = array.min(axis=2) if array.ndim == 3 else array
+    # The background, uneven light included: the brightest pixel within ~36 px, wider than any stroke.
+    small = cv2.resize(gray, (max(1, gray.shape[1] // 4), max(1, gray.shape[0] // 4)), interpolation=cv2.INTER_AREA)
+    background = cv2.resize(cv2.dilate(small, np.ones((9, 9), np.uint8)), (gray.shape[1], gray.shape[0]),
+                            interpolation=cv2.INTER_LINEAR)
+    ink = np.clip(background.astype(np.int16) - gray, 0, 255)
+    ink[ink < FAINT * np.percentile(ink, 99.5)] = 0
+    return np.repeat((255 - ink).astype(np.uint8)[:, :, None], 3, axis=2)
 
 
 def _other_crops(quads: np.ndarray, i: int) -> list[np.ndarray]:
