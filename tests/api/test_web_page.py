@@ -76,26 +76,28 @@ def test_upload_a_scan_and_read_its_text(page, embedded_server, samples):
 
 
 def test_pages_show_as_they_are_read_and_your_jobs_lists_them(page, embedded_server, tmp_path):
-    pdf = text_pdf(tmp_path / "three-pages.pdf", [f"Strip number {n} of three." for n in (1, 2, 3)],
-                   page_size=(612, 160))
+    # Full pages of text: three strips were read within one 0.7 s poll on a fast CPU, and the job ended before
+    # the page had shown any page on its own.
+    body = "\n".join(PARAGRAPHS * 2)
+    pdf = text_pdf(tmp_path / "four-pages.pdf", [f"Page number {n} of four.\n{body}" for n in (1, 2, 3, 4)])
     page.get_by_label("API key").fill(embedded_server.key)
     page.get_by_label("choose files").set_input_files(str(pdf))
-    result = page.get_by_label("Text of three-pages.pdf", exact=True)
-    # The first page's text is shown on its own, before the job has read the other two.
+    result = page.get_by_label("Text of four-pages.pdf", exact=True)
+    # The first page's text is shown on its own, before the job has read the other three.
     first = result.locator('section.page-text[data-page="1"]')
     first.wait_for(timeout=240_000)
     assert page.locator(".status").first.inner_text() == "running"
     assert first.inner_text().strip()
     page.locator(".status", has_text="succeeded").first.wait_for(timeout=240_000)
     recent = page.get_by_role("table")
-    row = recent.get_by_role("row").filter(has_text="three-pages.pdf").first
-    # The list is fetched again once the job ends; until that answer comes, the row still says "queued 0 / 3".
-    expect(row).to_contain_text("3 / 3", timeout=30_000)
+    row = recent.get_by_role("row").filter(has_text="four-pages.pdf").first
+    # The list is fetched again once the job ends; until that answer comes, the row still says "queued 0 / 4".
+    expect(row).to_contain_text("4 / 4", timeout=30_000)
     page.get_by_role("button", name="Refresh the list").click()
     row.filter(has_text="succeeded").wait_for(timeout=30_000)
     with page.expect_download() as download:
-        row.get_by_role("button", name="Download markdown of three-pages.pdf").click()
-    assert download.value.suggested_filename == "three-pages.md"
+        row.get_by_role("button", name="Download markdown of four-pages.pdf").click()
+    assert download.value.suggested_filename == "four-pages.md"
 
 
 def test_a_two_column_page_reads_in_order(page, embedded_server, tmp_path):
