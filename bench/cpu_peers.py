@@ -211,7 +211,7 @@ def main() -> None:
         for n, variant in enumerate(args.variant or ["{}"]):
             params = json.loads(variant)
             engine = CpuEngine(threads=args.threads, reread=params.pop("reread", True),
-                               show_through=params.pop("show_through", True),
+                               show_through=params.pop("show_through", True), split=params.pop("split", True),
                                runtime=params.pop("runtime", "openvino"), params_override=params)
             readers[f"ocrq{n or ''}"] = ocrq_reader(engine)
         if not args.no_tesseract:

@@ -125,6 +125,16 @@ def test_text_showing_through_from_the_back_of_the_sheet_is_not_read(engine):
     assert cer("".join(lines), result.text) <= 0.02, result.text
 
 
+@pytest.mark.parametrize("columns, font_size", [(2, 24), (3, 22)])
+def test_lines_joined_across_a_narrow_gutter_are_cut_at_it(engine, columns, font_size):
+    """A gutter of 30 px: the detector took lines of neighbouring columns into one box, the reading order then
+    saw no gutter, and the page read across its columns (CER 0.15 and 0.38; clean corpus pages at 0.37-0.41)."""
+    page = column_page(columns, gutter=30, font_size=font_size)
+    [result] = engine.read([page.image])
+    assert result.details["split_lines"] >= 1
+    assert cer(page.truth, result.text) <= 0.02, result.text
+
+
 def test_text_showing_through_across_three_columns_is_not_read_into_them(engine):
     """Thin paper behind a three-column page: the back's long lines cross every gutter, and the detector joined
     them and the front's lines into boxes spanning the columns, which the recogniser garbled (CER 0.81; two

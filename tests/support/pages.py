@@ -54,13 +54,13 @@ class LaidOutPage:
 
 def column_page(columns: int, *, paragraphs: list[str] = PARAGRAPHS, title: str | None = "The Northern Quay",
                 header: str | None = None, footer: str | None = None, sidebar: str | None = None,
-                font: str = SERIF, title_font: str = SERIF_BOLD, font_size: int = 22) -> LaidOutPage:
+                font: str = SERIF, title_font: str = SERIF_BOLD, font_size: int = 22, gutter: int = 50) -> LaidOutPage:
     """Paragraphs flowed through `columns` columns under a title that spans them all."""
     width, height = LETTER_150
     page = Image.new("RGB", LETTER_150, "white")
     draw = ImageDraw.Draw(page)
     face = ImageFont.truetype(font, font_size)
-    margin, gutter, pitch = 110, 50, int(font_size * 1.45)
+    margin, pitch = 110, int(font_size * 1.45)
     truth: list[str] = []
     if header:
         small = ImageFont.truetype(font, 18)

@@ -21,7 +21,8 @@ class CpuEngine:
     name = "cpu"
 
     def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True, show_through: bool = True,
-                 runtime: inference.Runtime = "openvino", params_override: dict | None = None) -> None:
+                 split: bool = True, runtime: inference.Runtime = "openvino", params_override: dict | None = None
+                 ) -> None:
         from rapidocr import RapidOCR
 
         # PaddleOCR's own unclip ratio: rapidocr's 1.6 makes a line's box take in strokes of the next
@@ -40,6 +41,8 @@ class CpuEngine:
         self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
         self._reread_on = reread
         self._show_through_on = show_through
+        self._split_on = split
+        self._split_lines = 0
         self.model = "rapidocr-3.10/PP-OCRv6"
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
@@ -48,6 +51,7 @@ class CpuEngine:
     def _read_one(self, image: Image.Image) -> PageText | EngineError:
         started = time.perf_counter()
         self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
+        self._split_lines = 0
         # An array, never a path: a palette PNG given as a path reads as empty.
         array = np.asarray(image.convert("RGB"))
         try:
@@ -73,7 +77,8 @@ class CpuEngine:
         done = time.perf_counter()
         timings = {"orientation_s": oriented - started, "ocr_s": read - oriented, "layout_s": done - read}
         return PageText(text=text, engine=self.name, model=self.model, seconds=done - started,
-                        details={"lines": len(lines), "show_through": cleaned, "reread_lines": self._reread["lines"],
+                        details={"lines": len(lines), "show_through": cleaned, "split_lines": self._split_lines,
+                                 "reread_lines": self._reread["lines"],
                                  "reread_kept": self._reread["kept"], "reread_s": round(self._reread["seconds"], 4)}
                         | {k: round(v, 4) for k, v in timings.items()},
                         rotation=rotation, blocks=[block.as_json() for block in blocks])
@@ -102,9 +107,43 @@ class CpuEngine:
             quads = quads[kept]
             txts = [text for text, keep in zip(txts, kept, strict=True) if keep]
             scores = [score for score, keep in zip(scores, kept, strict=True) if keep]
+        if self._split_on:
+            quads, txts, scores = self._split_at_gutters(array, quads, txts, scores)
         if self._reread_on:
             self._reread_unsure(array, quads, txts, scores)
         return reading_order.lines_from_quads(quads.tolist(), txts, scores)
+
+    def _split_at_gutters(self, array: np.ndarray, quads: np.ndarray, txts: list[str], scores: list[float]
+                          ) -> tuple[np.ndarray, list[str], list[float]]:
+        """Lines whose box holds a blank far wider than a space between words, cut there and read again.
+
+        The detector joins the lines of two columns across a narrow gutter into one box, or stretches a line's box
+        over the gutter to the next column's edge; either hides the gutter from the reading order, which then reads
+        the page across its columns."""
+        from rapidocr.ch_ppocr_rec import TextRecInput
+        from rapidocr.utils.process_img import get_rotate_crop_image
+
+        cut: dict[int, list[np.ndarray]] = {}
+        for i, quad in enumerate(quads):
+            crop = get_rotate_crop_image(array, quad)
+            pieces = _pieces(crop, txts[i])
+            if pieces is not None:
+                cut[i] = [_part_of(quad, crop.shape[1], lo, hi) for lo, hi in pieces]
+        if not cut:
+            return quads, txts, scores
+        crops = [get_rotate_crop_image(array, part) for parts in cut.values() for part in parts]
+        output = self._ocr.text_rec(TextRecInput(img=crops))
+        read = iter(zip(output.txts, output.scores, strict=True))
+        new_quads, new_txts, new_scores = [], [], []
+        for i, quad in enumerate(quads):
+            for part in cut.get(i, [quad]):
+                text, score = next(read) if i in cut else (txts[i], scores[i])
+                if text.strip():
+                    new_quads.append(part)
+                    new_txts.append(text)
+                    new_scores.append(float(score))
+        self._split_lines += len(cut)
+        return np.array(new_quads, dtype=np.float32).reshape(-1, 4, 2), new_txts, new_scores
 
     def _reread_unsure(self, array: np.ndarray, quads: np.ndarray, txts: list[str], scores: list[float]) -> None:
         """Read unsure lines again from other crops of the page, and keep the surest reading (in place).
@@ -195,6 +234,54 @@ def _without_show_through(array: np.ndarray) -> np.ndarray:
     ink = np.clip(background.astype(np.int16) - gray, 0, 255)
     ink[ink < FAINT * np.percentile(ink, 99.5)] = 0
     return np.repeat((255 - ink).astype(np.uint8)[:, :, None], 3, axis=2)
+
+
+# A blank in a line's box at least GUTTER box heights wide, and SPACES times the median blank between its words, is
+# a gutter between columns (or table cells), not a space between words. The corpus's narrowest gutters were about
+# one box height (30 px at 150 dpi).
+GUTTER = 0.8
+SPACES = 2.5
+
+
+def _pieces(crop: np.ndarray, text: str) -> list[tuple[int, int]] | None:
+    """The column spans of a line's crop on either side of each gutter in it or at its ends (GUTTER), or None when
+    it has none. Slivers of ink narrower than a quarter of the line's height (the edge of the next column's first
+    letter) are dropped."""
+    import cv2
+
+    height, width = crop.shape[:2]
+    if width < 3 * height or height < 8:
+        return None
+    gray = crop.min(axis=2) if crop.ndim == 3 else crop
+    band = np.ascontiguousarray(gray[height // 6:height - height // 6])
+    _, ink = cv2.threshold(band, 0, 1, cv2.THRESH_BINARY_INV | cv2.THRESH_OTSU)
+    if ink.mean() > 0.5:
+        return None  # no light background to find a blank in
+    inked = np.flatnonzero(ink.sum(axis=0) > 0)
+    if inked.size == 0:
+        return None
+    # Runs of inked columns separated by blanks of GUTTER line heights or more, and SPACES times the line's usual
+    # blank between words (a monospaced font leaves most of a line height between words). The blanks between words
+    # are the widest ones, as many as the line's reading has spaces.
+    blanks = np.diff(inked)
+    words = min(text.count(" "), blanks.size)
+    usual = float(np.median(np.sort(blanks)[-words:])) if words else float("inf")
+    breaks = np.flatnonzero((blanks > GUTTER * height) & (blanks > SPACES * usual))
+    runs = [(int(inked[a]), int(inked[b])) for a, b in zip(np.r_[0, breaks + 1], np.r_[breaks, inked.size - 1],
+                                                           strict=True)]
+    runs = [(lo, hi) for lo, hi in runs if hi - lo >= 0.25 * height]
+    if not runs or (len(runs) == 1 and runs[0][0] < GUTTER * height and width - runs[0][1] < GUTTER * height):
+        return None  # one run of ink, and no gutter's width of blank box at either end
+    pad = 0.3 * height
+    return [(max(0, int(lo - pad)), min(width, int(hi + pad))) for lo, hi in runs]
+
+
+def _part_of(quad: np.ndarray, width: int, lo: int, hi: int) -> np.ndarray:
+    """The part of a line's quad between columns lo and hi of its crop (of `width` columns)."""
+    top, bottom = quad[1] - quad[0], quad[2] - quad[3]
+    a, b = lo / max(width, 1), hi / max(width, 1)
+    return np.array([quad[0] + a * top, quad[0] + b * top, quad[3] + b * bottom, quad[3] + a * bottom],
+                    dtype=np.float32)
 
 
 def _other_crops(quads: np.ndarray, i: int) -> list[np.ndarray]:

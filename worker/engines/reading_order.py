@@ -139,11 +139,13 @@ def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list
     row, col = _widest(rows), _widest(cols)
     # A gutter narrower than half a line's height is more likely a wide space between words (linn.png's
     # gutter is one line high).
-    if col is not None and col[1] - col[0] < 0.5 * unit:
+    if col is not None and col[1] - col[0] < 0.5 * unit and not _narrow_gutter(lines, col, unit):
         col = None
     if col is None and row is not None:
         row = _spanning_cut(lines, rows, unit) or row
-    if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]):
+    # A gutter the whole region's height is taken before a row gap of paragraph size, however narrow it is: such a
+    # gap that lines up across the columns is two paragraph breaks, not the end of a band of columns.
+    if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0] or row[1] - row[0] < SECTION * unit):
         cut = (col[0] + col[1]) / 2
         if _is_table(lines, cut, unit):
             rows_of_cells = _rows(lines, unit)
@@ -160,6 +162,14 @@ def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list
     return first, [ln for ln in lines if id(ln) not in taken]
 
 
+def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float) -> bool:
+    """A blank narrower than half a line's height that still runs the height of four lines or more on either side:
+    a gutter between narrow columns in a small font (a word space does not line up down so many lines)."""
+    cut = (col[0] + col[1]) / 2
+    left = sum((ln.key[0] + ln.key[2]) / 2 < cut for ln in lines)
+    return col[1] - col[0] >= 0.3 * unit and min(left, len(lines) - left) >= 4
+
+
 def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: float) -> tuple[float, float] | None:
     """A row gap near the top or the bottom past which the lines have a gutter: a title (or a closing line) that
     spans the columns and so hides their gutter, cut off first so each column reads whole. Without it the widest
@@ -171,6 +181,11 @@ def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: floa
         if gutter is not None and gutter[1] - gutter[0] >= 0.5 * unit:
             return gap
     return None
+
+
+# A row gap this many line heights wide or wider may end a band of columns (a section break); a narrower one is
+# a paragraph break (one blank line at line spacing up to 1.6 leaves about 2.2).
+SECTION = 3.0
 
 
 # How many row gaps from the top and from the bottom may cut off a title or a closing line (_spanning_cut).
