@@ -98,6 +98,12 @@ def test_a_gutter_narrower_than_a_word_space_is_a_gutter_when_it_runs_down_many_
            ("five six", 50, 140, 120, 170), ("seven eight", 132, 140, 300, 170)]
     texts = [line.text for block in order_blocks(_page(two), height=1100) for line in block.lines]
     assert texts == ["one two", "three four", "five six", "seven eight"]
+    # Nor are list numbers in boxes of their own a column.
+    items = [row for i in range(6) for row in ((f"{i + 1}.", 50, 100 + 40 * i, 70, 125 + 40 * i),
+                                               (f"item {i + 1} of the list goes here", 80, 100 + 40 * i, 420,
+                                                125 + 40 * i))]
+    texts = [line.text for block in order_blocks(_page(items), height=1100) for line in block.lines]
+    assert texts == [row[0] for row in items]
 
 
 def test_table_keeps_rows_and_header_footer_stay_apart():

@@ -163,11 +163,13 @@ def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list
 
 
 def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float) -> bool:
-    """A blank narrower than half a line's height that still runs the height of four lines or more on either side:
-    a gutter between narrow columns in a small font (a word space does not line up down so many lines)."""
+    """A blank narrower than half a line's height that still runs the height of four lines or more of text on
+    either side: a gutter between narrow columns in a small font (a word space does not line up down so many
+    lines). List numbers and bullets in boxes of their own are not a column of text."""
     cut = (col[0] + col[1]) / 2
-    left = sum((ln.key[0] + ln.key[2]) / 2 < cut for ln in lines)
-    return col[1] - col[0] >= 0.3 * unit and min(left, len(lines) - left) >= 4
+    sides = [[ln for ln in lines if ((ln.key[0] + ln.key[2]) / 2 < cut) == left] for left in (True, False)]
+    return col[1] - col[0] >= 0.3 * unit and all(
+        len(side) >= 4 and statistics.median(ln.key[2] - ln.key[0] for ln in side) >= 2 * unit for side in sides)
 
 
 def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: float) -> tuple[float, float] | None:
