@@ -23,13 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 _engine = None
 
 
-def _open(threads: int, start) -> None:
+def _open(threads: int, opened, start) -> None:
     """Each process's engine, opened before the common start."""
     global _engine  # one engine per pool process
     sys.path.insert(0, str(ROOT))
     from worker.engines.cpu import CpuEngine
 
     _engine = CpuEngine(threads=threads)
+    opened.put(os.getpid())
     start.wait()
 
 
@@ -43,10 +44,11 @@ def run(processes: int, threads: int, paths: list[str]) -> float:
     """Seconds from the common start until the pages are read, each page going to the next free process."""
     context = multiprocessing.get_context("spawn")
     with context.Manager() as manager:
-        start = manager.Event()
-        with context.Pool(processes, initializer=_open, initargs=(threads, start)) as pool:
+        opened, start = manager.Queue(), manager.Event()
+        with context.Pool(processes, initializer=_open, initargs=(threads, opened, start)) as pool:
             pending = pool.map_async(_read, paths, chunksize=1)
-            time.sleep(10)  # every engine open
+            for _ in range(processes):
+                opened.get(timeout=300)
             began = time.perf_counter()
             start.set()
             pending.get()

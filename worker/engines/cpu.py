@@ -120,7 +120,6 @@ class CpuEngine:
         The detector joins the lines of two columns across a narrow gutter into one box, or stretches a line's box
         over the gutter to the next column's edge; either hides the gutter from the reading order, which then reads
         the page across its columns."""
-        from rapidocr.ch_ppocr_rec import TextRecInput
         from rapidocr.utils.process_img import get_rotate_crop_image
 
         cut: dict[int, list[np.ndarray]] = {}
@@ -131,13 +130,16 @@ class CpuEngine:
                 cut[i] = [_part_of(quad, crop.shape[1], lo, hi) for lo, hi in pieces]
         if not cut:
             return quads, txts, scores
-        crops = [get_rotate_crop_image(array, part) for parts in cut.values() for part in parts]
-        output = self._ocr.text_rec(TextRecInput(img=crops))
-        read = iter(zip(output.txts, output.scores, strict=True))
+        read = iter(zip(*self._recognise(array, [part for parts in cut.values() for part in parts]), strict=True))
         new_quads, new_txts, new_scores = [], [], []
         for i, quad in enumerate(quads):
-            for part in cut.get(i, [quad]):
-                text, score = next(read) if i in cut else (txts[i], scores[i])
+            if i not in cut:
+                new_quads.append(quad)
+                new_txts.append(txts[i])
+                new_scores.append(scores[i])
+                continue
+            for part in cut[i]:
+                text, score = next(read)
                 if text.strip():
                     new_quads.append(part)
                     new_txts.append(text)
@@ -145,27 +147,28 @@ class CpuEngine:
         self._split_lines += len(cut)
         return np.array(new_quads, dtype=np.float32).reshape(-1, 4, 2), new_txts, new_scores
 
+    def _recognise(self, array: np.ndarray, quads: list[np.ndarray]) -> tuple[list[str], list[float]]:
+        """The recogniser's texts and scores for these boxes of the page, in one batch."""
+        from rapidocr.ch_ppocr_rec import TextRecInput
+        from rapidocr.utils.process_img import get_rotate_crop_image
+
+        output = self._ocr.text_rec(TextRecInput(img=[get_rotate_crop_image(array, quad) for quad in quads]))
+        return list(output.txts), list(output.scores)
+
     def _reread_unsure(self, array: np.ndarray, quads: np.ndarray, txts: list[str], scores: list[float]) -> None:
         """Read unsure lines again from other crops of the page, and keep the surest reading (in place).
 
         A line's box can take in strokes of the lines above and below (tight line spacing), or cut its own; the
         recogniser then garbles the whole line with a middling score. Each other crop moves the box's top and
         bottom edges (_other_crops)."""
-        from rapidocr.ch_ppocr_rec import TextRecInput
-        from rapidocr.utils.process_img import get_rotate_crop_image
-
         unsure = [i for i, (text, score) in enumerate(zip(txts, scores, strict=True)) if _unsure(text, score, quads[i])]
         if not unsure:
             return
         started = time.perf_counter()
-        crops, owners = [], []
-        for i in unsure:
-            for quad in _other_crops(quads, i):
-                crops.append(get_rotate_crop_image(array, quad))
-                owners.append((i, quad))
-        output = self._ocr.text_rec(TextRecInput(img=crops))
+        owners = [(i, quad) for i in unsure for quad in _other_crops(quads, i)]
+        read = self._recognise(array, [quad for _, quad in owners])
         first = dict(zip(unsure, scores))
-        for (i, quad), text, score in zip(owners, output.txts, output.scores, strict=True):
+        for (i, quad), text, score in zip(owners, *read, strict=True):
             if text.strip() and score > max(scores[i], first[i] + REREAD_MARGIN):
                 txts[i], scores[i], quads[i] = text, float(score), quad
         self._reread["kept"] += sum(scores[i] != first[i] for i in unsure)
