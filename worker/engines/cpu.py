@@ -167,7 +167,7 @@ class CpuEngine:
         started = time.perf_counter()
         owners = [(i, quad) for i in unsure for quad in _other_crops(quads, i)]
         read = self._recognise(array, [quad for _, quad in owners])
-        first = dict(zip(unsure, scores))
+        first = {i: scores[i] for i in unsure}
         for (i, quad), text, score in zip(owners, *read, strict=True):
             if text.strip() and score > max(scores[i], first[i] + REREAD_MARGIN):
                 txts[i], scores[i], quads[i] = text, float(score), quad
