@@ -110,6 +110,46 @@ def test_the_default_runtime_is_openvino_and_reads_as_onnxruntime_does(engine):
     assert cer(theirs.text, ours.text) <= 0.01, (ours.text, theirs.text)
 
 
+def test_the_recogniser_returns_only_each_steps_peak_and_reads_the_same(engine):
+    """OpenVINO returns the recogniser's best character at each time step and its probability, not the softmax
+    over all 18,385 characters; the texts and scores must be those the whole softmax gives."""
+    import numpy as np
+    from rapidocr.ch_ppocr_rec import TextRecInput
+    from rapidocr.utils.process_img import get_rotate_crop_image
+
+    from worker.engines.inference import OpenVinoSession, Peaks
+
+    recogniser = engine._ocr.text_rec
+    lines = [SENTENCES[k][0] for k in ("en", "de", "fr", "sv", "da")]
+    page = np.asarray(text_page("\n".join(lines), size=(1190, 600), font_size=34).convert("RGB"))
+    quads = engine._ocr(page).boxes
+    crops = [get_rotate_crop_image(page, quad.astype(np.float32)) for quad in quads]
+    assert len(crops) == len(lines)
+    ours = recogniser(TextRecInput(img=crops))
+    peaks = recogniser.session.session
+    whole = OpenVinoSession(peaks.path, threads=1)
+    feed = np.stack([recogniser.resize_norm_img(crop, 1190 / 48) for crop in crops]).astype(np.float32)
+    [softmax] = whole.run(None, {"x": feed})
+    [top] = peaks.run(None, {"x": feed})
+    assert isinstance(top, Peaks) and softmax.shape[-1] > 18000
+    assert (top.indices == softmax.argmax(axis=2)).all()
+    assert np.allclose(top.probs, softmax.max(axis=2), atol=1e-6)
+    assert [cer(truth, text) for truth, text in zip(lines, ours.txts, strict=True)] == [0.0] * len(lines), ours.txts
+    assert all(score > 0.9 for score in ours.scores), ours.scores
+
+
+def test_the_detectors_input_is_rapidocrs(engine):
+    """DetectorInput normalises in float32, a channel at a time; the model must get what rapidocr's own gives."""
+    import numpy as np
+
+    detector = engine._ocr.text_det
+    page = np.random.default_rng(5).integers(0, 256, (333, 517, 3), dtype=np.uint8)
+    ours = detector.get_preprocess()(page)
+    theirs = type(detector).get_preprocess(detector)(page)
+    assert ours.shape == theirs.shape == (1, 3, 320, 512) and ours.dtype == np.float32
+    assert np.abs(ours - theirs).max() < 1e-5
+
+
 def test_text_showing_through_from_the_back_of_the_sheet_is_not_read(engine):
     """The back page, mirrored and faint between the front's lines (thin paper): the detector finds its lines and
     the recogniser read them as noise (a corpus page went from CER 0.25 to 0.003 once such lines were dropped)."""

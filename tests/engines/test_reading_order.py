@@ -71,3 +71,25 @@ def test_structure_and_turn(engine):
     # The turned page's boxes are the upright page's boxes (within a few pixels).
     for a, b in zip(upright.blocks, result.blocks, strict=True):
         assert a["kind"] == b["kind"] and max(abs(p - q) for p, q in zip(a["box"], b["box"], strict=True)) <= 6
+
+
+def test_a_turned_page_the_classifier_is_sure_of_is_read_once(engine, monkeypatch):
+    """Reading a turned page again as it came doubled its time; a sure reading at the classifier's turn needs
+    no second one."""
+    page = _turned(column_page(2, paragraphs=PARAGRAPHS[:4]), 180)
+    readings = []
+    read = engine._detect_and_read
+    monkeypatch.setattr(engine, "_detect_and_read", lambda array: readings.append(array.shape) or read(array))
+    [result] = engine.read([page.image])
+    assert result.rotation == 180 and len(readings) == 1, readings
+    assert cer(page.truth, markdown_to_text(result.text)) <= 0.05, result.text
+
+
+def test_a_page_the_classifier_turns_wrongly_is_read_as_it_came(engine, monkeypatch):
+    """The classifier (the edge this test is about) says 180 for an upright page: read upside down, the page is
+    unsure, so it is read again as it came and that reading kept."""
+    page = column_page(2, paragraphs=PARAGRAPHS[:4])
+    monkeypatch.setattr(engine, "_rotation", lambda array: 180)
+    [result] = engine.read([page.image])
+    assert result.rotation == 0
+    assert cer(page.truth, markdown_to_text(result.text)) <= 0.05, result.text

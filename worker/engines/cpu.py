@@ -33,11 +33,13 @@ class CpuEngine:
         params = {"Global.log_level": "warning", "Det.unclip_ratio": 1.5, "Global.use_cls": False} | inference.DETECTION
         self._ocr = RapidOCR(params=params | (params_override or {}))
         self._orientation = inference.orientation_classifier(threads=threads, spinning=spinning, runtime=runtime)
-        models = [self._ocr._load_det_model(), self._ocr._load_rec_model()]
+        models = [self._ocr._load_det_model()]
         if self._ocr.use_cls:
             models.append(self._ocr._load_cls_model())
         for model in models:
             inference.reopen(model.session, threads=threads, spinning=spinning, runtime=runtime)
+        inference.faster_detector_input(self._ocr._load_det_model())
+        inference.reopen_recogniser(self._ocr._load_rec_model(), threads=threads, spinning=spinning, runtime=runtime)
         self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
         self._reread_on = reread
         self._show_through_on = show_through
@@ -58,7 +60,8 @@ class CpuEngine:
             rotation = self._rotation(array)
             oriented = time.perf_counter()
             reading = self._detect_and_read(np.rot90(array, k=rotation // 90) if rotation else array)
-            if rotation and _weight(reading) < 0.5 * _weight(upright := self._detect_and_read(array)):
+            if (rotation and _sureness(reading) < SURE_TURN
+                    and _weight(reading) < 0.5 * _weight(upright := self._detect_and_read(array))):
                 # The classifier saw a turned page that reads far better as it came: keep it as it came.
                 rotation, reading = 0, upright
             cleaned = self._show_through_on and len(reading[2]) > 0 and bool(_faint(reading[0], reading[1]).any())
@@ -206,9 +209,16 @@ def _unsure(text: str, score: float, quad: np.ndarray) -> bool:
 FAINT = 0.35
 
 
+def _darkest(array: np.ndarray) -> np.ndarray:
+    """Each pixel's darkest channel. numpy's min over a last axis of 3 took 0.2 s on a 300 dpi page; this, 9 ms."""
+    if array.ndim == 2:
+        return array
+    return np.minimum(np.minimum(array[..., 0], array[..., 1]), array[..., 2])
+
+
 def _faint(array: np.ndarray, quads: np.ndarray) -> np.ndarray:
     """Which lines are far fainter than the page's own (show-through)."""
-    gray = array.min(axis=2) if array.ndim == 3 else array
+    gray = _darkest(array)
     contrast = np.zeros(len(quads))
     for i, quad in enumerate(quads):
         x0, y0 = np.floor(quad.min(axis=0)).astype(int).clip(0)
@@ -229,7 +239,7 @@ def _without_show_through(array: np.ndarray) -> np.ndarray:
     and the recogniser garbles it; dropping faint lines after detection cannot undo that."""
     import cv2
 
-    gray = array.min(axis=2) if array.ndim == 3 else array
+    gray = _darkest(array)
     # The background, uneven light included: the brightest pixel within ~36 px, wider than any stroke.
     small = cv2.resize(gray, (max(1, gray.shape[1] // 4), max(1, gray.shape[0] // 4)), interpolation=cv2.INTER_AREA)
     background = cv2.resize(cv2.dilate(small, np.ones((9, 9), np.uint8)), (gray.shape[1], gray.shape[0]),
@@ -255,7 +265,7 @@ def _pieces(crop: np.ndarray, text: str) -> list[tuple[int, int]] | None:
     height, width = crop.shape[:2]
     if width < 3 * height or height < 8:
         return None
-    gray = crop.min(axis=2) if crop.ndim == 3 else crop
+    gray = _darkest(crop)
     band = np.ascontiguousarray(gray[height // 6:height - height // 6])
     _, ink = cv2.threshold(band, 0, 1, cv2.THRESH_BINARY_INV | cv2.THRESH_OTSU)
     if ink.mean() > 0.5:
@@ -343,6 +353,17 @@ def _time_limit_in(exc: BaseException) -> SoftTimeLimitExceeded | None:
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+# A page read at the classifier's turn with its characters this sure on average is not read again as it came. On
+# 106 corpus pages a right turn read at 0.83-1.00 (0.97 or more on all but three), a wrong one at 0.55-0.80.
+SURE_TURN = 0.9
+
+
+def _sureness(reading: tuple[np.ndarray, np.ndarray, list[str], list[float]]) -> float:
+    """The reading's confidence, its lines weighted by their characters."""
+    characters = sum(len(text) for text in reading[2])
+    return _weight(reading) / characters if characters else 0.0
 
 
 def _weight(reading: tuple[np.ndarray, np.ndarray, list[str], list[float]]) -> float:
