@@ -19,7 +19,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.engines.cpu import CpuEngine, _sureness  # noqa: E402
+from worker.engines.cpu import CpuEngine, _sureness
 
 
 def main() -> None:
