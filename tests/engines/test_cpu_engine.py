@@ -112,7 +112,7 @@ def test_the_default_runtime_is_openvino_and_reads_as_onnxruntime_does(engine):
 
 def test_the_recogniser_returns_only_each_steps_peak_and_reads_the_same(engine):
     """OpenVINO returns the recogniser's best character at each time step and its probability, not the softmax
-    over all 18,385 characters; the texts and scores must be those the whole softmax gives."""
+    over all 18,710 characters; the texts and scores must be those the whole softmax gives."""
     import numpy as np
     from rapidocr.ch_ppocr_rec import TextRecInput
     from rapidocr.utils.process_img import get_rotate_crop_image

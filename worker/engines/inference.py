@@ -74,7 +74,7 @@ class OpenVinoSession:
 
 
 def _with_peaks(model):
-    """The recogniser with a top-1 over its softmax as its outputs. Its softmax spans 18,385 characters at every
+    """The recogniser with a top-1 over its softmax as its outputs. Its softmax spans 18,710 characters at every
     time step; copying that out and taking its max and argmax in numpy was about a fifth of a line's time, for
     the same characters and probabilities (BENCHMARKS.md, ninth session)."""
     import openvino
