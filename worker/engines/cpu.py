@@ -33,12 +33,11 @@ class CpuEngine:
         params = {"Global.log_level": "warning", "Det.unclip_ratio": 1.5, "Global.use_cls": False} | inference.DETECTION
         self._ocr = RapidOCR(params=params | (params_override or {}))
         self._orientation = inference.orientation_classifier(threads=threads, spinning=spinning, runtime=runtime)
-        models = [self._ocr._load_det_model()]
-        if self._ocr.use_cls:
-            models.append(self._ocr._load_cls_model())
+        detector = self._ocr._load_det_model()
+        models = [detector, self._ocr._load_cls_model()] if self._ocr.use_cls else [detector]
         for model in models:
             inference.reopen(model.session, threads=threads, spinning=spinning, runtime=runtime)
-        inference.faster_detector_input(self._ocr._load_det_model())
+        inference.faster_detector_input(detector)
         inference.reopen_recogniser(self._ocr._load_rec_model(), threads=threads, spinning=spinning, runtime=runtime)
         self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
         self._reread_on = reread
