@@ -14,7 +14,7 @@ Tesseract with one process per core on the same rendered pages, one after the ot
     .venv/bin/python bench/cpu_corpus.py --out /tmp/corpus
     .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus [--limit 40] [--groups de,zh] [--no-tesseract]
             [--variant '{"Det.unclip_ratio": 1.6}' --variant '{"runtime": "onnxruntime"}' ...] [--jsonl pages.jsonl]
-    .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus --serve [--limit 60]
+    .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus --serve [--limit 60] [--page-workers 1]
 """
 
 from __future__ import annotations
@@ -156,9 +156,11 @@ def table(rows: list[dict], readers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def throughput(pages: list[dict], paths: list[Path], folder: Path, *, cores: int) -> str:
+def throughput(pages: list[dict], paths: list[Path], folder: Path, *, cores: int, page_workers: int | None = None
+               ) -> str:
     """Pages/s through `ocrq serve` (one upload a page), then Tesseract with one process per core."""
-    with EmbeddedServer(folder / "home") as server:
+    env = {"OCRQ_SERVE_PAGE_WORKERS": str(page_workers)} if page_workers is not None else None
+    with EmbeddedServer(folder / "home", extra_env=env) as server:
         client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.key}"}, timeout=60)
         started = time.perf_counter()
         ids = []
@@ -193,6 +195,7 @@ def main() -> None:
     parser.add_argument("--jsonl", type=Path, help="write each page's figures here")
     parser.add_argument("--serve", action="store_true", help="pages/s through `ocrq serve` against Tesseract")
     parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--page-workers", type=int, help="--serve: OCRQ_SERVE_PAGE_WORKERS (default: serve's own)")
     parser.add_argument("--table-from", type=Path, help="print the tables of a --jsonl file written earlier")
     args = parser.parse_args()
     if args.table_from:
@@ -205,7 +208,7 @@ def main() -> None:
         folder = Path(tmp)
         paths = rendered(args.corpus, pages, folder)
         if args.serve:
-            print(throughput(pages, paths, folder, cores=args.cores))
+            print(throughput(pages, paths, folder, cores=args.cores, page_workers=args.page_workers))
             return
         readers = {}
         for n, variant in enumerate(args.variant or ["{}"]):

@@ -25,8 +25,6 @@ from common.settings import Settings
 from common.tenancy import keys
 
 PR_SET_PDEATHSIG = 1
-# The pages worker (with the sweeper schedule), and webhooks apart, so a slow receiver never holds up a page.
-WORKERS = {"worker": {"beat": True}, "webhooks": {"beat": False, "queues": WEBHOOK_QUEUE}}
 # How long the start-up summary waits for the workers to say they are ready.
 READY_WAIT_S = 300.0
 # Celery's line when a worker is ready to take tasks.
@@ -60,14 +58,26 @@ def first_key(settings: Settings) -> str | None:
     return key
 
 
-def start_worker(name: str, *, beat: bool, queues: str | None = None,
+def worker_plan(settings: Settings, *, cores: int | None = None) -> dict[str, dict]:
+    """The workers `ocrq serve` runs: page workers (the first with the sweeper schedule), and webhooks apart, so a
+    slow receiver never holds up a page."""
+    cores = cores or os.cpu_count() or 1
+    count = settings.serve_page_workers
+    threads = settings.cpu_threads or (max(1, cores // count) if count else 1)
+    count = count or max(1, cores // threads)
+    pages = {"beat": False, "env": {"OCRQ_CPU_THREADS": str(threads)}}
+    plan = {"worker" if n == 0 else f"worker-{n + 1}": pages | {"beat": n == 0} for n in range(count)}
+    return plan | {"webhooks": {"beat": False, "queues": WEBHOOK_QUEUE}}
+
+
+def start_worker(name: str, *, beat: bool, queues: str | None = None, env: dict[str, str] | None = None,
                  ready: threading.Event | None = None) -> subprocess.Popen:
     """Start a worker whose JSON log lines join ours; `ready` is set when it says it is ready."""
-    # solo: one process reading one page at a time with every core, and acks without a 2 s poll delay.
+    # solo: one process reading one page at a time, and acks without a 2 s poll delay.
     args = [sys.executable, "-m", "cli.main", "worker", "--pool", "solo"] + (["--beat"] if beat else [])
     args += ["--queues", queues] if queues else []
     # JSON, so each line keeps its logger and level here; the worker ends itself if this process is gone.
-    env = os.environ | {"OCRQ_LOG_FORMAT": "json", "OCRQ_SUPERVISOR_PID": str(os.getpid())}
+    env = os.environ | (env or {}) | {"OCRQ_LOG_FORMAT": "json", "OCRQ_SUPERVISOR_PID": str(os.getpid())}
     prctl = _prctl()  # looked up before the fork: the child, forked from a threaded process, only calls it
     process = subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT,
@@ -113,11 +123,12 @@ def serve(settings: Settings, *, host: str, port: int, verbose: bool = False) ->
     migrate.upgrade(settings.resolved_database_url)
     console.info("database: up to date")
     key = None if settings.auth_disabled else first_key(settings)
-    console.info("workers: starting %s", ", ".join(WORKERS))
-    ready = {name: threading.Event() for name in WORKERS}
-    workers = {name: start_worker(name, **options, ready=ready[name]) for name, options in WORKERS.items()}
+    plan = worker_plan(settings)
+    console.info("workers: starting %s", ", ".join(plan))
+    ready = {name: threading.Event() for name in plan}
+    workers = {name: start_worker(name, **options, ready=ready[name]) for name, options in plan.items()}
     stop = threading.Event()
-    watcher = threading.Thread(target=keep_alive, args=(workers, stop), name="worker-watch", daemon=True)
+    watcher = threading.Thread(target=keep_alive, args=(workers, plan, stop), name="worker-watch", daemon=True)
     watcher.start()
     console.info("API: starting on %s", url)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
@@ -170,7 +181,8 @@ def _signal_group(worker: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def keep_alive(workers: dict[str, subprocess.Popen], stop: threading.Event, *, every_s: float = 1.0) -> None:
+def keep_alive(workers: dict[str, subprocess.Popen], plan: dict[str, dict], stop: threading.Event, *,
+               every_s: float = 1.0) -> None:
     """Start again a worker that exits (a crash, the OOM killer): the API alone would take jobs nobody reads."""
     started = dict.fromkeys(workers, time.monotonic())
     pause = dict.fromkeys(workers, 1.0)
@@ -184,7 +196,7 @@ def keep_alive(workers: dict[str, subprocess.Popen], stop: threading.Event, *, e
                         name, process.returncode, lived, pause[name])
             if stop.wait(pause[name]):
                 return
-            workers[name] = start_worker(name, **WORKERS[name])
+            workers[name] = start_worker(name, **plan[name])
             started[name] = time.monotonic()
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from queue import Empty
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
-from kombu.utils.encoding import str_to_bytes
-from kombu.utils.json import dumps
+from kombu.utils.encoding import bytes_to_str, str_to_bytes
+from kombu.utils.json import dumps, loads
 
 from common.files import write_atomically
 
@@ -23,6 +24,28 @@ TRANSPORT = f"{__name__}:Transport"
 
 
 class Channel(filesystem.Channel):
+    def _get(self, queue):
+        """The queue's oldest message, claimed by renaming it within the folder: kombu's own moves it to the
+        temporary folder, which is a copy and a delete where that folder is on another file system, so two
+        consumers (`ocrq serve` runs one page worker per core) could both take it."""
+        suffix = f".{queue}.msg"
+        for name in sorted(os.listdir(self.data_folder_in)):
+            if name.partition(".")[2] != suffix[1:]:
+                continue
+            mine = os.path.join(self.data_folder_in, f".{uuid.uuid4().hex}.claimed")
+            try:
+                os.rename(os.path.join(self.data_folder_in, name), mine)
+            except OSError:
+                continue  # another consumer took it first
+            try:
+                with open(mine, "rb") as f:
+                    payload = f.read()
+                os.remove(mine)
+            except OSError as exc:
+                raise ChannelError(f"Cannot read message {name!r} from the queue.") from exc
+            return loads(bytes_to_str(payload))
+        raise Empty()
+
     def _put(self, queue, payload, **kwargs):
         # kombu's own name: time-ordered, so the folder reads first in, first out.
         name = f"{round(time.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"

@@ -23,10 +23,10 @@ A = {"Authorization": f"Bearer {KEY_A}"}
 def apis(stack, settings, tmp_path_factory):
     """Two API processes beside the session stack's worker."""
     logs = tmp_path_factory.mktemp("events-api")
-    # A heartbeat on any poll (0.25 s) that finds nothing new: pages on the CPU engine take well under a second
-    # each now, so a half-second silence between them is not certain.
-    started = [ApiProcess(settings, log=logs / f"api-{n}.log", extra_env={"OCRQ_EVENTS_HEARTBEAT_S": "0.1"})
-               for n in range(2)]
+    # A heartbeat on any poll that finds nothing new for 0.1 s. Polled every 0.25 s, a four-page job on the CPU
+    # engine could bring something new to every poll (a page every 0.2 s), and a run saw no heartbeat at all.
+    quick = {"OCRQ_EVENTS_HEARTBEAT_S": "0.1", "OCRQ_EVENTS_POLL_S": "0.05"}
+    started = [ApiProcess(settings, log=logs / f"api-{n}.log", extra_env=quick) for n in range(2)]
     try:
         yield [api.wait_ready() for api in started]
     finally:

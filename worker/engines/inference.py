@@ -39,7 +39,9 @@ class OpenVinoSession:
         import openvino
 
         core = openvino.Core()
-        config = {"PERFORMANCE_HINT": "LATENCY"}
+        # No pinning: each process pins its threads to the first cores it sees, so two engine processes of one
+        # host share one core and leave the other idle (Intel's article 000058227; BENCHMARKS.md, tenth session).
+        config = {"PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
         if threads > 0:
             config["INFERENCE_NUM_THREADS"] = str(threads)
         model = core.read_model(path)
