@@ -30,6 +30,7 @@ from common.settings import Settings
 from tests.conftest import KEY_A, KEY_B, SERVICE_GRANT, USER_BUCKET
 from tests.support import seaweed, webhook_receiver
 from tests.support.hosts import Host, Network
+from tests.support.http import loopback
 from tests.support.servers import PostgresServer, RedisServer
 from tests.support.stack import ROOT, settings_env
 
@@ -81,11 +82,11 @@ class Cluster:
         return f"http://{self.gpu_a.address}:{ENGINE_PORT}"
 
     def engine_faults(self, mode: str, count: int = -1, delay_s: float = 0.0) -> None:
-        httpx.post(f"{self.engine_url}/admin/faults", json={"mode": mode, "count": count, "delay_s": delay_s},
+        loopback().post(f"{self.engine_url}/admin/faults", json={"mode": mode, "count": count, "delay_s": delay_s},
                    timeout=10).raise_for_status()
 
     def clear_engine_faults(self) -> None:
-        httpx.delete(f"{self.engine_url}/admin/faults", timeout=10).raise_for_status()
+        loopback().delete(f"{self.engine_url}/admin/faults", timeout=10).raise_for_status()
 
     def client(self, key: str = KEY_A, api: int = 0) -> httpx.Client:
         return httpx.Client(base_url=self.api_urls[api], headers={"Authorization": f"Bearer {key}"}, timeout=30)
@@ -125,7 +126,7 @@ class Cluster:
 def answers(url: str):
     def check(_process: Process) -> bool:
         try:
-            return httpx.get(url, timeout=2).status_code == 200
+            return loopback().get(url, timeout=2).status_code == 200
         except httpx.TransportError:
             return False
     return check

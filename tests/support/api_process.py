@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from common.settings import Settings
+from tests.support.http import loopback
 from tests.support.servers import free_port
 from tests.support.stack import ROOT, settings_env
 
@@ -33,7 +34,7 @@ class ApiProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"api exited:\n{self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                if loopback().get(f"{self.url}/healthz", timeout=2).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass

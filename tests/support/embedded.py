@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.http import loopback
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +49,7 @@ class EmbeddedServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"ocrq serve exited:\n{self.log.read_text()[-3000:]}")
             try:
-                up = httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+                up = loopback().get(f"{self.url}/healthz", timeout=1).status_code == 200
                 # The start-up summary comes once the API listens and both workers are ready.
                 if up and READY_LINE in self.log.read_bytes():
                     return

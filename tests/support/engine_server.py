@@ -7,10 +7,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
+from tests.support.http import loopback
 from tests.support.servers import free_port
 from worker.engines import launcher as engine_launcher
 
@@ -37,20 +37,20 @@ class CpuEngineServer:
 
     def faults(self, mode: str, count: int = 1, delay_s: float = 0.0) -> None:
         spec = {"mode": mode, "count": count, "delay_s": delay_s}
-        httpx.post(f"{self.url}/admin/faults", json=spec).raise_for_status()
+        loopback().post(f"{self.url}/admin/faults", json=spec).raise_for_status()
 
     def clear_faults(self) -> None:
-        httpx.delete(f"{self.url}/admin/faults").raise_for_status()
+        loopback().delete(f"{self.url}/admin/faults").raise_for_status()
 
     def reset(self) -> None:
-        httpx.delete(f"{self.url}/admin/faults").raise_for_status()
-        httpx.delete(f"{self.url}/admin/requests").raise_for_status()
+        loopback().delete(f"{self.url}/admin/faults").raise_for_status()
+        loopback().delete(f"{self.url}/admin/requests").raise_for_status()
 
     def requests(self) -> list[dict]:
-        return sorted(httpx.get(f"{self.url}/admin/requests").json()["requests"], key=lambda r: r["start"])
+        return sorted(loopback().get(f"{self.url}/admin/requests").json()["requests"], key=lambda r: r["start"])
 
     def max_in_flight(self) -> int:
-        return httpx.get(f"{self.url}/admin/requests").json()["max_in_flight"]
+        return loopback().get(f"{self.url}/admin/requests").json()["max_in_flight"]
 
 
 @contextmanager

@@ -21,6 +21,8 @@ class BusyS3Proxy:
         self.busy_answers = 0
         self.busy_methods: tuple[str, ...] = ("GET",)
         self.busy_path_part = "/jobs/"
+        # One client for every forwarded request: a client each loaded the CA bundle each time.
+        self._http = httpx.Client(timeout=60, limits=httpx.Limits(max_keepalive_connections=0))
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,8 +43,7 @@ class BusyS3Proxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "content-length")}
-                answer = httpx.request(self.command, proxy.upstream + self.path, headers=headers, content=body,
-                                       timeout=60)
+                answer = proxy._http.request(self.command, proxy.upstream + self.path, headers=headers, content=body)
                 self.send_response(answer.status_code)
                 for key, value in answer.headers.items():
                     if key.lower() not in ("connection", "transfer-encoding", "content-length", "content-encoding"):
@@ -68,3 +69,4 @@ class BusyS3Proxy:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        self._http.close()
