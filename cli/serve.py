@@ -62,8 +62,9 @@ def worker_plan(settings: Settings, *, cores: int | None = None) -> dict[str, di
     """The workers `ocrq serve` runs: page workers (the first with the sweeper schedule), and webhooks apart, so a
     slow receiver never holds up a page."""
     cores = cores or os.cpu_count() or 1
-    count = settings.serve_page_workers or max(1, cores // (settings.cpu_threads or 1))
-    threads = settings.cpu_threads_for(count, cores=cores)
+    count = settings.serve_page_workers
+    threads = settings.cpu_threads or (max(1, cores // count) if count else 1)
+    count = count or max(1, cores // threads)
     pages = {"beat": False, "env": {"OCRQ_CPU_THREADS": str(threads)}}
     plan = {"worker" if n == 0 else f"worker-{n + 1}": pages | {"beat": n == 0} for n in range(count)}
     return plan | {"webhooks": {"beat": False, "queues": WEBHOOK_QUEUE}}

@@ -7,7 +7,6 @@ inside vLLM and imports nothing of the service (ocrq_vllm_plugin/env.py).
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -122,7 +121,6 @@ class Settings(BaseSettings):
     # tenant's own threshold, by tenant id, overrides the default.
     low_confidence_threshold: float = Field(default=0.8, ge=0, le=1)
     low_confidence_thresholds: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
-    # Threads of the CPU engine in each process reading pages (0: the host's cores shared out among them).
     cpu_threads: int = 0
     # `ocrq serve`'s page workers, each a process reading one page at a time with its share of the cores (0: as
     # many as cpu_threads threads each leave room for, one per core by default). One process per core read 1.08x
@@ -291,11 +289,6 @@ class Settings(BaseSettings):
         """The bucket of the service's own storage, or None when it is a local folder."""
         parsed = urlparse(self.resolved_storage_url)
         return parsed.netloc.lower() if parsed.scheme == "s3" else None
-
-    def cpu_threads_for(self, processes: int, *, cores: int | None = None) -> int:
-        """Threads for each of `processes` processes reading pages at once on one host: cpu_threads, or the cores
-        shared out (each process with every core's threads oversubscribes them)."""
-        return self.cpu_threads or max(1, (cores or os.cpu_count() or 1) // max(processes, 1))
 
     def confidence_threshold_of(self, tenant_id: str) -> float:
         """The page confidence under which a tenant's pages are listed as low_confidence_pages."""

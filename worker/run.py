@@ -34,9 +34,6 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
     if gpu:
         # The app carries these settings to every process: the engine is built from the lane's URLs.
         settings = engine_lanes.for_worker(settings, lane=lane, pool=pool, concurrency=concurrency)
-    elif queues != [WEBHOOK_QUEUE]:
-        # Each pool process reads pages of its own: each gets its share of the cores, not all of them.
-        settings = settings.model_copy(update={"cpu_threads": settings.cpu_threads_for(concurrency)})
     app = create_celery(settings)
     if gpu:
         job_tasks.register_gpu_tasks(app, pair_size=settings.engine_pair_size, wait_s=settings.engine_batch_wait_s)
@@ -53,8 +50,7 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
     def _load_engine(**_kwargs) -> None:
         started = time.perf_counter()
         engine = context_of(app).engine  # load models now, not inside the first page's time limit
-        log.info(ENGINE_LOADED, extra={"engine": engine.name, "seconds": round(time.perf_counter() - started, 2),
-                                       "threads": settings.cpu_threads})
+        log.info(ENGINE_LOADED, extra={"engine": engine.name, "seconds": round(time.perf_counter() - started, 2)})
 
     # prefork loads in each child; other pools run tasks in the main process. A webhook-only worker reads no page.
     if queues != [WEBHOOK_QUEUE]:

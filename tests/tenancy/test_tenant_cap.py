@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -175,11 +174,6 @@ def test_a_worker_with_two_processes_runs_one_page_of_a_capped_tenant_at_a_time(
     assert [p.attempts for p in pages] == [1, 1]
     for before, after in zip(pages, pages[1:]):
         assert after.started_at >= before.finished_at, "two pages of one tenant ran at once"
-    # Each of the two processes reads with its share of the cores: with every core's threads each, they
-    # oversubscribed the cores.
-    share = max(1, (os.cpu_count() or 1) // 2)
-    loaded = [line for line in tenancy_stack.workers[0].log.read_text().splitlines() if "engine loaded" in line]
-    assert len(loaded) >= 2 and all(f"threads={share}" in line for line in loaded), loaded
 
 
 
