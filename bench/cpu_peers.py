@@ -14,7 +14,7 @@ Tesseract with one process per core on the same rendered pages, one after the ot
     .venv/bin/python bench/cpu_corpus.py --out /tmp/corpus
     .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus [--limit 40] [--groups de,zh] [--no-tesseract]
             [--variant '{"Det.unclip_ratio": 1.6}' --variant '{"runtime": "onnxruntime"}' ...] [--jsonl pages.jsonl]
-    .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus --serve [--limit 60] [--page-workers 1]
+    .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus --serve [--limit 60] [--page-workers 1] [--threads 2]
 """
 
 from __future__ import annotations
@@ -156,10 +156,11 @@ def table(rows: list[dict], readers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def throughput(pages: list[dict], paths: list[Path], folder: Path, *, cores: int, page_workers: int | None = None
-               ) -> str:
+def throughput(pages: list[dict], paths: list[Path], folder: Path, *, cores: int, page_workers: int | None = None,
+               threads: int = 0) -> str:
     """Pages/s through `ocrq serve` (one upload a page), then Tesseract with one process per core."""
-    env = {"OCRQ_SERVE_PAGE_WORKERS": str(page_workers)} if page_workers is not None else None
+    env = {"OCRQ_SERVE_PAGE_WORKERS": str(page_workers)} if page_workers is not None else {}
+    env |= {"OCRQ_CPU_THREADS": str(threads)} if threads else {}
     with EmbeddedServer(folder / "home", extra_env=env) as server:
         client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.key}"}, timeout=60)
         started = time.perf_counter()
@@ -191,7 +192,8 @@ def main() -> None:
     parser.add_argument("--variant", action="append", help="rapidocr settings as JSON, e.g. "
                         "'{\"Det.unclip_ratio\": 1.6}' (\"reread\": false turns the re-read off); "
                         "each one is another reader (ocrq, ocrq1, ...)")
-    parser.add_argument("--threads", type=int, default=0, help="onnxruntime threads (0: as the worker runs it)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="the engine's threads (0: as the worker runs it; with --serve, OCRQ_CPU_THREADS)")
     parser.add_argument("--jsonl", type=Path, help="write each page's figures here")
     parser.add_argument("--serve", action="store_true", help="pages/s through `ocrq serve` against Tesseract")
     parser.add_argument("--cores", type=int, default=os.cpu_count())
@@ -208,7 +210,8 @@ def main() -> None:
         folder = Path(tmp)
         paths = rendered(args.corpus, pages, folder)
         if args.serve:
-            print(throughput(pages, paths, folder, cores=args.cores, page_workers=args.page_workers))
+            print(throughput(pages, paths, folder, cores=args.cores, page_workers=args.page_workers,
+                             threads=args.threads))
             return
         readers = {}
         for n, variant in enumerate(args.variant or ["{}"]):

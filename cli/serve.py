@@ -61,23 +61,19 @@ def first_key(settings: Settings) -> str | None:
 def worker_plan(settings: Settings, *, cores: int | None = None) -> dict[str, dict]:
     """The workers `ocrq serve` runs: page workers (the first with the sweeper schedule), and webhooks apart, so a
     slow receiver never holds up a page."""
-    cores = cores or os.cpu_count() or 1
-    count = settings.serve_page_workers
-    threads = settings.cpu_threads or (max(1, cores // count) if count else 1)
-    count = count or max(1, cores // threads)
-    pages = {"beat": False, "env": {"OCRQ_CPU_THREADS": str(threads)}}
-    plan = {"worker" if n == 0 else f"worker-{n + 1}": pages | {"beat": n == 0} for n in range(count)}
+    count = settings.serve_page_workers or cores or os.cpu_count() or 1
+    plan = {"worker" if n == 0 else f"worker-{n + 1}": {"beat": n == 0} for n in range(count)}
     return plan | {"webhooks": {"beat": False, "queues": WEBHOOK_QUEUE}}
 
 
-def start_worker(name: str, *, beat: bool, queues: str | None = None, env: dict[str, str] | None = None,
+def start_worker(name: str, *, beat: bool, queues: str | None = None,
                  ready: threading.Event | None = None) -> subprocess.Popen:
     """Start a worker whose JSON log lines join ours; `ready` is set when it says it is ready."""
     # solo: one process reading one page at a time, and acks without a 2 s poll delay.
     args = [sys.executable, "-m", "cli.main", "worker", "--pool", "solo"] + (["--beat"] if beat else [])
     args += ["--queues", queues] if queues else []
     # JSON, so each line keeps its logger and level here; the worker ends itself if this process is gone.
-    env = os.environ | (env or {}) | {"OCRQ_LOG_FORMAT": "json", "OCRQ_SUPERVISOR_PID": str(os.getpid())}
+    env = os.environ | {"OCRQ_LOG_FORMAT": "json", "OCRQ_SUPERVISOR_PID": str(os.getpid())}
     prctl = _prctl()  # looked up before the fork: the child, forked from a threaded process, only calls it
     process = subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT,
