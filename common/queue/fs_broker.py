@@ -3,7 +3,7 @@
 kombu's transport creates a message's file and then writes into it. A consumer listing the folder in
 between takes the still-empty file, fails to decode it, and the Celery worker stops ("Unrecoverable error:
 JSONDecodeError"). Here the message is written under a name no consumer matches, then renamed into place
-(common.files.write_atomically).
+(common.files.write_atomically), and a consumer claims one by renaming it within the folder (Channel._get).
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ class Channel(filesystem.Channel):
         """The queue's oldest message, claimed by renaming it within the folder: kombu's own moves it to the
         temporary folder, which is a copy and a delete where that folder is on another file system, so two
         consumers (`ocrq serve` runs one page worker per core) could both take it."""
-        suffix = f".{queue}.msg"
         for name in sorted(os.listdir(self.data_folder_in)):
-            if name.partition(".")[2] != suffix[1:]:
+            if name.partition(".")[2] != f"{queue}.msg":
                 continue
             mine = os.path.join(self.data_folder_in, f".{uuid.uuid4().hex}.claimed")
             try:

@@ -82,8 +82,8 @@ class Cluster:
         return f"http://{self.gpu_a.address}:{ENGINE_PORT}"
 
     def engine_faults(self, mode: str, count: int = -1, delay_s: float = 0.0) -> None:
-        loopback().post(f"{self.engine_url}/admin/faults", json={"mode": mode, "count": count, "delay_s": delay_s},
-                   timeout=10).raise_for_status()
+        spec = {"mode": mode, "count": count, "delay_s": delay_s}
+        loopback().post(f"{self.engine_url}/admin/faults", json=spec, timeout=10).raise_for_status()
 
     def clear_engine_faults(self) -> None:
         loopback().delete(f"{self.engine_url}/admin/faults", timeout=10).raise_for_status()

@@ -50,7 +50,7 @@ class EmbeddedServer:
                 raise RuntimeError(f"ocrq serve exited:\n{self.log.read_text()[-3000:]}")
             try:
                 up = loopback().get(f"{self.url}/healthz", timeout=1).status_code == 200
-                # The start-up summary comes once the API listens and both workers are ready.
+                # The start-up summary comes once the API listens and its workers are ready.
                 if up and READY_LINE in self.log.read_bytes():
                     return
             except httpx.HTTPError:
