@@ -124,7 +124,8 @@ def serve(settings: Settings, *, host: str, port: int, verbose: bool = False) ->
     ready = {name: threading.Event() for name in plan}
     workers = {name: start_worker(name, **options, ready=ready[name]) for name, options in plan.items()}
     stop = threading.Event()
-    watcher = threading.Thread(target=keep_alive, args=(workers, plan, stop), name="worker-watch", daemon=True)
+    watcher = threading.Thread(target=keep_alive, args=(workers, plan, stop), kwargs={"ready": ready},
+                               name="worker-watch", daemon=True)
     watcher.start()
     console.info("API: starting on %s", url)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
@@ -178,8 +179,9 @@ def _signal_group(worker: subprocess.Popen, sig: int) -> None:
 
 
 def keep_alive(workers: dict[str, subprocess.Popen], plan: dict[str, dict], stop: threading.Event, *,
-               every_s: float = 1.0) -> None:
-    """Start again a worker that exits (a crash, the OOM killer): the API alone would take jobs nobody reads."""
+               ready: dict[str, threading.Event] | None = None, every_s: float = 1.0) -> None:
+    """Start again a worker that exits (a crash, the OOM killer): the API alone would take jobs nobody reads. One
+    that dies before it was ever ready still says so when its successor is, so the start-up summary comes."""
     started = dict.fromkeys(workers, time.monotonic())
     pause = dict.fromkeys(workers, 1.0)
     while not stop.wait(every_s):
@@ -192,7 +194,7 @@ def keep_alive(workers: dict[str, subprocess.Popen], plan: dict[str, dict], stop
                         name, process.returncode, lived, pause[name])
             if stop.wait(pause[name]):
                 return
-            workers[name] = start_worker(name, **plan[name])
+            workers[name] = start_worker(name, **plan[name], ready=(ready or {}).get(name))
             started[name] = time.monotonic()
 
 

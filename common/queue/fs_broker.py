@@ -3,7 +3,8 @@
 kombu's transport creates a message's file and then writes into it. A consumer listing the folder in
 between takes the still-empty file, fails to decode it, and the Celery worker stops ("Unrecoverable error:
 JSONDecodeError"). Here the message is written under a name no consumer matches, then renamed into place
-(common.files.write_atomically), and a consumer claims one by renaming it within the folder (Channel._get).
+(common.files.write_atomically), and a consumer claims one by renaming it within the folder (Channel._get). The
+exchanges' tables in the control folder are written whole too (Channel._queue_bind).
 """
 
 from __future__ import annotations
@@ -44,6 +45,27 @@ class Channel(filesystem.Channel):
                 raise ChannelError(f"Cannot read message {name!r} from the queue.") from exc
             return loads(bytes_to_str(payload))
         raise Empty()
+
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        """Add a queue to the exchange's table in the control folder, the whole table written at once. kombu's own
+        creates the file, then locks and writes it: a worker starting beside another (`ocrq serve` starts one page
+        worker per core) read the empty file, and Celery stopped ("Unrecoverable error: JSONDecodeError")."""
+        file = self._exchange_file(exchange)
+        self.control_folder.mkdir(exist_ok=True)
+        entry = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        with open(file.with_name(f".{file.name}.lock"), "ab") as guard:
+            filesystem.lock(guard, filesystem.LOCK_EX)
+            try:
+                try:
+                    table = [filesystem.exchange_queue_t(*row) for row in loads(bytes_to_str(file.read_bytes()))]
+                except FileNotFoundError:
+                    table = []
+                if entry not in table:
+                    write_atomically(file, str_to_bytes(dumps([entry, *table])))
+            except OSError as exc:
+                raise ChannelError(f"Cannot bind {queue!r} to {exchange!r}.") from exc
+            finally:
+                filesystem.unlock(guard)
 
     def _put(self, queue, payload, **kwargs):
         # kombu's own name: time-ordered, so the folder reads first in, first out.

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -153,3 +154,34 @@ def test_serve_runs_one_page_worker_per_core(tmp_path):
     assert [plan[name]["beat"] for name in plan] == [True, False, False]  # one sweeper schedule
     assert plan["webhooks"] == {"beat": False, "queues": "ocrq.webhooks"}
     assert list(worker_plan(Settings(home=tmp_path, serve_page_workers=1), cores=2)) == ["worker", "webhooks"]
+
+
+def test_a_worker_that_dies_before_it_is_ready_has_its_successor_say_ready(monkeypatch):
+    """A page worker that died at start (two starting together once broke the broker's table) was started again
+    without its ready signal, and the start-up summary never came."""
+    import cli.serve
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ready = {"worker-2": threading.Event()}
+    started = []
+
+    def start_worker(name, *, beat, queues=None, ready=None):
+        started.append((name, ready))
+        ready.set()  # the successor says it is ready
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+
+    monkeypatch.setattr(cli.serve, "start_worker", start_worker)
+    monkeypatch.setattr(cli.serve, "QUICK_DEATH_S", 0.0)
+    stop = threading.Event()
+    workers = {"worker-2": dead}
+    watcher = threading.Thread(target=cli.serve.keep_alive, args=(workers, {"worker-2": {"beat": False}}, stop),
+                               kwargs={"ready": ready, "every_s": 0.05})
+    watcher.start()
+    try:
+        assert ready["worker-2"].wait(10)
+    finally:
+        stop.set()
+        watcher.join(5)
+        workers["worker-2"].kill()
+    assert started == [("worker-2", ready["worker-2"])]
