@@ -25,6 +25,9 @@ from common.settings import Settings
 from common.tenancy import keys
 
 PR_SET_PDEATHSIG = 1
+# Page workers `ocrq serve` starts by default, one per core up to this: each holds its own models and a page's
+# arrays (1.2 GB at its peak reading a 2550x3300 scan), and a laptop's memory is not a server's.
+MAX_DEFAULT_PAGE_WORKERS = 4
 # How long the start-up summary waits for the workers to say they are ready.
 READY_WAIT_S = 300.0
 # Celery's line when a worker is ready to take tasks.
@@ -61,7 +64,7 @@ def first_key(settings: Settings) -> str | None:
 def worker_plan(settings: Settings, *, cores: int | None = None) -> dict[str, dict]:
     """The workers `ocrq serve` runs: page workers (the first with the sweeper schedule), and webhooks apart, so a
     slow receiver never holds up a page."""
-    count = settings.serve_page_workers or cores or os.cpu_count() or 1
+    count = settings.serve_page_workers or min(cores or os.cpu_count() or 1, MAX_DEFAULT_PAGE_WORKERS)
     plan = {"worker" if n == 0 else f"worker-{n + 1}": {"beat": n == 0} for n in range(count)}
     return plan | {"webhooks": {"beat": False, "queues": WEBHOOK_QUEUE}}
 

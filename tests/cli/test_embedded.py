@@ -154,6 +154,8 @@ def test_serve_runs_one_page_worker_per_core(tmp_path):
     assert [plan[name]["beat"] for name in plan] == [True, False, False]  # one sweeper schedule
     assert plan["webhooks"] == {"beat": False, "queues": "ocrq.webhooks"}
     assert list(worker_plan(Settings(home=tmp_path, serve_page_workers=1), cores=2)) == ["worker", "webhooks"]
+    assert len(worker_plan(Settings(home=tmp_path), cores=32)) == 5  # four page workers: memory, not cores
+    assert len(worker_plan(Settings(home=tmp_path, serve_page_workers=8), cores=32)) == 9
 
 
 def test_a_worker_that_dies_before_it_is_ready_has_its_successor_say_ready(monkeypatch):
