@@ -60,6 +60,8 @@ class Channel(filesystem.Channel):
                     table = [filesystem.exchange_queue_t(*row) for row in loads(bytes_to_str(file.read_bytes()))]
                 except FileNotFoundError:
                     table = []
+                except ValueError:  # left half written by kombu's own: each consumer binds its queues as it starts
+                    table = []
                 if entry not in table:
                     write_atomically(file, str_to_bytes(dumps([entry, *table])))
             except OSError as exc:

@@ -165,3 +165,14 @@ def test_kombus_own_bindings_break_when_workers_start_together(tmp_path):
     if not problems:
         pytest.skip("no two bindings met this time; nothing to compare")
     assert {"JSONDecodeError", "table unreadable"} & set(problems) or any(p.startswith("lost") for p in problems)
+
+
+def test_a_table_left_half_written_by_kombus_own_is_started_afresh(tmp_path):
+    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path),
+               "control_folder": str(tmp_path / "control")}
+    (tmp_path / "control").mkdir()
+    (tmp_path / "control" / "ocrq.pages.exchange").write_text('[["q0", "", "q0"], ["q1"')
+    with Connection(transport=fs_broker.Transport, transport_options=options) as conn:
+        channel = conn.channel()
+        channel._queue_bind("ocrq.pages", "q2", None, "q2")
+        assert [row.queue for row in channel.get_table("ocrq.pages")] == ["q2"]
