@@ -123,8 +123,8 @@ class Settings(BaseSettings):
     low_confidence_thresholds: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
     cpu_threads: int = 0
     # `ocrq serve`'s page workers, each a process reading one page at a time (0: one per core, at most 4). Two read
-    # 1.13x the pages a second of one on 2 cores, with one thread each or two (BENCHMARKS.md, tenth session); with
-    # cpu_threads 0 each takes every core's threads, so a page read alone has them all.
+    # 1.13-1.23x the pages a second of one on 2 cores, with one thread each or two (BENCHMARKS.md, tenth session);
+    # with cpu_threads 0 each takes every core's threads, so a page read alone has them all.
     serve_page_workers: int = Field(default=0, ge=0)
     # Where the CPU engine's models run: OpenVINO (bf16 where the CPU has it: 2.5x onnxruntime's speed on the CPU
     # corpus, 1.11x on an AVX2 CPU in fp32; BENCHMARKS.md 2026-12-03 issue 35) or onnxruntime. The GPU path's
