@@ -35,7 +35,11 @@ class EmbeddedServer:
             [sys.executable, "-m", "cli.main", "serve", "--port", str(self.port)], cwd=self.root, env=self.env,
             stdout=self.log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
         )
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.__exit__()  # a server that never got ready would outlive the run, restarting its workers
+            raise
         return self
 
     def summary(self) -> list[str]:
