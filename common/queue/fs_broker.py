@@ -58,10 +58,8 @@ class Channel(filesystem.Channel):
             try:
                 try:
                     table = [filesystem.exchange_queue_t(*row) for row in loads(bytes_to_str(file.read_bytes()))]
-                except FileNotFoundError:
-                    table = []
-                except ValueError:  # left half written by kombu's own: each consumer binds its queues as it starts
-                    table = []
+                except (FileNotFoundError, ValueError):  # none yet, or one kombu's own left half written:
+                    table = []  # each consumer binds its queues as it starts
                 if entry not in table:
                     write_atomically(file, str_to_bytes(dumps([entry, *table])))
             except OSError as exc:

@@ -43,7 +43,7 @@ class CpuEngineServer:
         loopback().delete(f"{self.url}/admin/faults").raise_for_status()
 
     def reset(self) -> None:
-        loopback().delete(f"{self.url}/admin/faults").raise_for_status()
+        self.clear_faults()
         loopback().delete(f"{self.url}/admin/requests").raise_for_status()
 
     def requests(self) -> list[dict]:

@@ -8,7 +8,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
+from tests.support.http import loopback
 
 BUSY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
         b"<Message>We encountered an internal error. Please try again.</Message></Error>")
@@ -21,8 +21,6 @@ class BusyS3Proxy:
         self.busy_answers = 0
         self.busy_methods: tuple[str, ...] = ("GET",)
         self.busy_path_part = "/jobs/"
-        # One client for every forwarded request: a client each loaded the CA bundle each time.
-        self._http = httpx.Client(timeout=60, limits=httpx.Limits(max_keepalive_connections=0))
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,7 +41,8 @@ class BusyS3Proxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "content-length")}
-                answer = proxy._http.request(self.command, proxy.upstream + self.path, headers=headers, content=body)
+                answer = loopback().request(self.command, proxy.upstream + self.path, headers=headers,
+                                            content=body, timeout=60)
                 self.send_response(answer.status_code)
                 for key, value in answer.headers.items():
                     if key.lower() not in ("connection", "transfer-encoding", "content-length", "content-encoding"):
@@ -69,4 +68,3 @@ class BusyS3Proxy:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._http.close()
