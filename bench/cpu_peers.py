@@ -15,6 +15,7 @@ Tesseract with one process per core on the same rendered pages, one after the ot
     .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus [--limit 40] [--groups de,zh] [--no-tesseract]
             [--variant '{"Det.unclip_ratio": 1.6}' --variant '{"runtime": "onnxruntime"}' ...] [--jsonl pages.jsonl]
     .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus --serve [--limit 60] [--page-workers 1] [--threads 2]
+            [--env OCRQ_CPU_INT8=false]
 """
 
 from __future__ import annotations
@@ -157,9 +158,10 @@ def table(rows: list[dict], readers: list[str]) -> str:
 
 
 def throughput(pages: list[dict], paths: list[Path], folder: Path, *, cores: int, page_workers: int | None = None,
-               threads: int = 0) -> str:
+               threads: int = 0, env: dict[str, str] | None = None) -> str:
     """Pages/s through `ocrq serve` (one upload a page), then Tesseract with one process per core."""
-    env = {"OCRQ_SERVE_PAGE_WORKERS": str(page_workers)} if page_workers is not None else {}
+    env = dict(env or {})
+    env |= {"OCRQ_SERVE_PAGE_WORKERS": str(page_workers)} if page_workers is not None else {}
     env |= {"OCRQ_CPU_THREADS": str(threads)} if threads else {}
     with EmbeddedServer(folder / "home", extra_env=env) as server:
         client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.key}"}, timeout=60)
@@ -190,7 +192,8 @@ def main() -> None:
     parser.add_argument("--groups", help="comma-separated languages, layouts or page names")
     parser.add_argument("--no-tesseract", action="store_true")
     parser.add_argument("--variant", action="append", help="rapidocr settings as JSON, e.g. "
-                        "'{\"Det.unclip_ratio\": 1.6}' (\"reread\": false turns the re-read off); "
+                        "'{\"Det.unclip_ratio\": 1.6}' (\"reread\": false turns the re-read off, \"quantised\": false "
+                        "the int8 recogniser, \"width_step\": 0 the padded widths); "
                         "each one is another reader (ocrq, ocrq1, ...)")
     parser.add_argument("--threads", type=int, default=0,
                         help="the engine's threads (0: as the worker runs it; with --serve, OCRQ_CPU_THREADS)")
@@ -198,6 +201,8 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true", help="pages/s through `ocrq serve` against Tesseract")
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--page-workers", type=int, help="--serve: OCRQ_SERVE_PAGE_WORKERS (default: serve's own)")
+    parser.add_argument("--env", action="append", default=[], help="--serve: a setting for `ocrq serve`, "
+                        "e.g. OCRQ_CPU_INT8=false")
     parser.add_argument("--table-from", type=Path, help="print the tables of a --jsonl file written earlier")
     args = parser.parse_args()
     if args.table_from:
@@ -211,14 +216,15 @@ def main() -> None:
         paths = rendered(args.corpus, pages, folder)
         if args.serve:
             print(throughput(pages, paths, folder, cores=args.cores, page_workers=args.page_workers,
-                             threads=args.threads))
+                             threads=args.threads, env=dict(item.split("=", 1) for item in args.env)))
             return
         readers = {}
         for n, variant in enumerate(args.variant or ["{}"]):
             params = json.loads(variant)
             engine = CpuEngine(threads=args.threads, reread=params.pop("reread", True),
                                show_through=params.pop("show_through", True), split=params.pop("split", True),
-                               runtime=params.pop("runtime", "openvino"), params_override=params)
+                               runtime=params.pop("runtime", "openvino"), quantised=params.pop("quantised", True),
+                               width_step=params.pop("width_step", 32), params_override=params)
             readers[f"ocrq{n or ''}"] = ocrq_reader(engine)
         if not args.no_tesseract:
             readers["tess"] = tesseract

