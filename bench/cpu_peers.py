@@ -15,7 +15,7 @@ Tesseract with one process per core on the same rendered pages, one after the ot
     .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus [--limit 40] [--groups de,zh] [--no-tesseract]
             [--variant '{"Det.unclip_ratio": 1.6}' --variant '{"runtime": "onnxruntime"}' ...] [--jsonl pages.jsonl]
     .venv/bin/python bench/cpu_peers.py --corpus /tmp/corpus --serve [--limit 60] [--page-workers 1] [--threads 2]
-            [--env OCRQ_CPU_INT8=false]
+            [--env OCRQ_CPU_INT8=true]
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def main() -> None:
     parser.add_argument("--groups", help="comma-separated languages, layouts or page names")
     parser.add_argument("--no-tesseract", action="store_true")
     parser.add_argument("--variant", action="append", help="rapidocr settings as JSON, e.g. "
-                        "'{\"Det.unclip_ratio\": 1.6}' (\"reread\": false turns the re-read off, \"quantised\": false "
+                        "'{\"Det.unclip_ratio\": 1.6}' (\"reread\": false turns the re-read off, \"quantised\": true "
                         "the int8 recogniser, \"width_step\": 0 the padded widths); "
                         "each one is another reader (ocrq, ocrq1, ...)")
     parser.add_argument("--threads", type=int, default=0,
@@ -202,7 +202,7 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--page-workers", type=int, help="--serve: OCRQ_SERVE_PAGE_WORKERS (default: serve's own)")
     parser.add_argument("--env", action="append", default=[], help="--serve: a setting for `ocrq serve`, "
-                        "e.g. OCRQ_CPU_INT8=false")
+                        "e.g. OCRQ_CPU_INT8=true")
     parser.add_argument("--table-from", type=Path, help="print the tables of a --jsonl file written earlier")
     args = parser.parse_args()
     if args.table_from:
@@ -223,7 +223,7 @@ def main() -> None:
             params = json.loads(variant)
             engine = CpuEngine(threads=args.threads, reread=params.pop("reread", True),
                                show_through=params.pop("show_through", True), split=params.pop("split", True),
-                               runtime=params.pop("runtime", "openvino"), quantised=params.pop("quantised", True),
+                               runtime=params.pop("runtime", "openvino"), quantised=params.pop("quantised", False),
                                width_step=params.pop("width_step", 32), params_override=params)
             readers[f"ocrq{n or ''}"] = ocrq_reader(engine)
         if not args.no_tesseract:

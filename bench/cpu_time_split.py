@@ -54,7 +54,7 @@ def main() -> None:
     for variant in variants:
         params = json.loads(variant)
         engine = CpuEngine(threads=params.pop("threads", 0), runtime=params.pop("runtime", "openvino"),
-                           reread=params.pop("reread", True), quantised=params.pop("quantised", True),
+                           reread=params.pop("reread", True), quantised=params.pop("quantised", False),
                            params_override=params)
         engine._ocr = _Timed(engine._ocr)
         engine.read(images[:1])  # warm-up

@@ -130,10 +130,10 @@ class Settings(BaseSettings):
     # corpus, 1.11x on an AVX2 CPU in fp32; BENCHMARKS.md 2026-12-03 issue 35) or onnxruntime. The GPU path's
     # detector and orientation stay on onnxruntime (worker/engines/line_boxes.py).
     cpu_runtime: Literal["openvino", "onnxruntime"] = "openvino"
-    # On OpenVINO, the recogniser's convolutions in int8 (NNCF's quantisation, bench/cpu_quantise.py): a page in
-    # 0.91x the time, CER 0.0029 against 0.0028 on 101 corpus pages (BENCHMARKS.md, eleventh session). False runs
-    # them as rapidocr ships them.
-    cpu_int8: bool = True
+    # On OpenVINO, the recogniser's convolutions in int8 (NNCF's quantisation, bench/cpu_quantise.py): pages read
+    # 1.10-1.13x as fast, but with 9 % more errors on the corpus, and "alpha0" read as "alphao" (BENCHMARKS.md,
+    # eleventh session). Off unless asked for.
+    cpu_int8: bool = False
 
     api_keys: CommaList = Field(default_factory=list)
     auth_disabled: bool = False

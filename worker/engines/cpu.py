@@ -21,7 +21,7 @@ class CpuEngine:
     name = "cpu"
 
     def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True, show_through: bool = True,
-                 split: bool = True, runtime: inference.Runtime = "openvino", quantised: bool = True,
+                 split: bool = True, runtime: inference.Runtime = "openvino", quantised: bool = False,
                  width_step: int = inference.WIDTH_STEP, params_override: dict | None = None) -> None:
         from rapidocr import RapidOCR
 
