@@ -193,7 +193,7 @@ def main() -> None:
     parser.add_argument("--no-tesseract", action="store_true")
     parser.add_argument("--variant", action="append", help="rapidocr settings as JSON, e.g. "
                         "'{\"Det.unclip_ratio\": 1.6}' (\"reread\": false turns the re-read off, \"quantised\": true "
-                        "the int8 recogniser, \"width_step\": 0 the padded widths); "
+                        "the int8 recogniser); "
                         "each one is another reader (ocrq, ocrq1, ...)")
     parser.add_argument("--threads", type=int, default=0,
                         help="the engine's threads (0: as the worker runs it; with --serve, OCRQ_CPU_THREADS)")
@@ -224,7 +224,7 @@ def main() -> None:
             engine = CpuEngine(threads=args.threads, reread=params.pop("reread", True),
                                show_through=params.pop("show_through", True), split=params.pop("split", True),
                                runtime=params.pop("runtime", "openvino"), quantised=params.pop("quantised", False),
-                               width_step=params.pop("width_step", 32), params_override=params)
+                               params_override=params)
             readers[f"ocrq{n or ''}"] = ocrq_reader(engine)
         if not args.no_tesseract:
             readers["tess"] = tesseract

@@ -174,27 +174,6 @@ def test_a_recogniser_other_than_the_one_quantised_runs_as_it_is(tmp_path, caplo
     assert "runs unquantised" in caplog.text
 
 
-def test_recognition_batches_are_padded_to_widths_of_32_pixels(engine):
-    """Each new input shape makes OpenVINO prepare its kernels again; batches padded to widths in steps of 32
-    pixels repeat their shapes."""
-    session = engine._ocr.text_rec.session.session
-    widths, run = [], session.run
-
-    def recording(names, feed):
-        widths.append(next(iter(feed.values())).shape[3])
-        return run(names, feed)
-
-    lines = [SENTENCES[k][0][:length] for k in ("en", "de", "fr", "sv") for length in (9, 23, 41)]
-    page = text_page("\n".join(lines), size=(1190, 1300), font_size=34)
-    session.run = recording
-    try:
-        [result] = engine.read([page])
-    finally:
-        del session.run
-    assert len(widths) >= 2 and all(width % 32 == 0 for width in widths), widths
-    assert cer("".join(lines), result.text) <= 0.02, result.text
-
-
 def test_the_detectors_input_is_rapidocrs(engine):
     """DetectorInput looks each value up in a table; the model must get exactly what rapidocr's own gives."""
     import numpy as np

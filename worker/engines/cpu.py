@@ -22,7 +22,7 @@ class CpuEngine:
 
     def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True, show_through: bool = True,
                  split: bool = True, runtime: inference.Runtime = "openvino", quantised: bool = False,
-                 width_step: int = inference.WIDTH_STEP, params_override: dict | None = None) -> None:
+                 params_override: dict | None = None) -> None:
         from rapidocr import RapidOCR
 
         # PaddleOCR's own unclip ratio: rapidocr's 1.6 makes a line's box take in strokes of the next
@@ -39,7 +39,7 @@ class CpuEngine:
             inference.reopen(model.session, threads=threads, spinning=spinning, runtime=runtime)
         inference.faster_detector_input(detector)
         inference.reopen_recogniser(self._ocr._load_rec_model(), threads=threads, spinning=spinning, runtime=runtime,
-                                    quantised=quantised, width_step=width_step)
+                                    quantised=quantised)
         self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
         self._reread_on = reread
         self._show_through_on = show_through

@@ -156,10 +156,9 @@ def faster_detector_input(detector) -> None:
 
 
 def reopen_recogniser(recogniser, *, threads: int, spinning: bool = False, runtime: Runtime = "openvino",
-                      quantised: bool = False, width_step: int = 0) -> None:
+                      quantised: bool = False) -> None:
     """`reopen` for rapidocr's TextRecognizer; on OpenVINO it returns only each time step's peak (_with_peaks),
-    with its convolutions in int8 (quantised_recogniser) if `quantised`, and its batches padded to
-    multiples of `width_step` pixels (WIDTH_STEP)."""
+    with its convolutions in int8 (quantised_recogniser) if `quantised`."""
     if runtime != "openvino":
         reopen(recogniser.session, threads=threads, spinning=spinning, runtime=runtime)
         return
@@ -168,24 +167,6 @@ def reopen_recogniser(recogniser, *, threads: int, spinning: bool = False, runti
     wrapper.session = OpenVinoSession(path, threads=threads, peaks=True,
                                       quantised=quantisation_for(path) if quantised else None)
     recogniser.postprocess_op = PeaksDecode(recogniser.postprocess_op)
-    if width_step:
-        recogniser.resize_norm_img = _in_widths_of(recogniser.resize_norm_img, width_step)
-
-
-# OpenVINO prepares its kernels for each new input shape, and rapidocr pads each batch of lines to its widest, so
-# nearly every batch was a new shape: a fresh engine read 20 pages in 1.33 times the time it took to read them again.
-# Widths padded to a multiple of 32 pixels (1.5 % more of them) read 20 pages 1.12-1.13x as fast in a fresh engine
-# and the same once warm (BENCHMARKS.md, eleventh session).
-WIDTH_STEP = 32
-
-
-def _in_widths_of(resize, step: int):
-    """rapidocr's resize_norm_img, padding each batch to a width that is a multiple of `step` pixels."""
-    import math
-
-    def resize_norm_img(image: np.ndarray, max_wh_ratio: float) -> np.ndarray:
-        return resize(image, (math.ceil(48 * max_wh_ratio / step) * step + 0.5) / 48)
-    return resize_norm_img
 
 
 # What NNCF's int8 quantisation changed in rapidocr's recogniser (bench/cpu_quantise.py writes it). The recogniser
