@@ -131,7 +131,7 @@ class Settings(BaseSettings):
     # detector and orientation stay on onnxruntime (worker/engines/line_boxes.py).
     cpu_runtime: Literal["openvino", "onnxruntime"] = "openvino"
     # On OpenVINO, the recogniser's convolutions in int8 (NNCF's quantisation, bench/cpu_quantise.py): pages read
-    # 1.10-1.13x as fast, but with 9 % more errors on the corpus, and "alpha0" read as "alphao" (BENCHMARKS.md,
+    # about 1.1x as fast, but with 9 % more errors on the corpus, and "alpha0" read as "alphao" (BENCHMARKS.md,
     # eleventh session). Off unless asked for.
     cpu_int8: bool = False
 
