@@ -10,7 +10,7 @@ rapidocr's ONNX model), not as a model file.
 NNCF is not one of ocrq's dependencies; install it beside the venv for this script:
 
     python3 -m venv /tmp/nncf && /tmp/nncf/bin/pip install nncf==3.4.0
-    .venv/bin/python bench/cpu_quantise.py --nncf /tmp/nncf [--seed 7 --pages 80] [--check /tmp/corpus35]
+    .venv/bin/python bench/cpu_quantise.py --nncf /tmp/nncf [--seed 7 --pages 80]
 """
 
 from __future__ import annotations
@@ -112,14 +112,11 @@ def main() -> None:
     np.savez_compressed(args.out, model_sha256=np.array(digest), **found)
     rebuilt = inference.quantised_recogniser(core.read_model(path), np.load(args.out))
     probe = batches[::7]
-    same = all(np.array_equal(_peaks(core, rebuilt, x), _peaks(core, quantised, x)) for x in probe)
+    ours, nncfs = (core.compile_model(inference._with_peaks(model), "CPU", inference._config(0))
+                   for model in (rebuilt, quantised))
+    same = all(np.array_equal(ours([x])[1], nncfs([x])[1]) for x in probe)
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes, {sum(k.startswith('fq/') and '/consumers' not in k for k in found)} "
           f"activation quantisers); the rebuilt model gives NNCF's characters on {len(probe)} batches: {same}")
-
-
-def _peaks(core, model, batch: np.ndarray) -> np.ndarray:
-    compiled = core.compile_model(inference._with_peaks(model.clone()), "CPU", inference._config(0))
-    return compiled([batch])[1]
 
 
 if __name__ == "__main__":

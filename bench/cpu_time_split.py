@@ -5,8 +5,8 @@ side by side, page by page, on pages of bench/cpu_corpus.py rendered as the work
         --variant '{}' --variant '{"threads": 1}' --variant '{"runtime": "onnxruntime"}' \
         --variant '{"Rec.rec_batch_num": 16}'
 
-A variant is JSON: "threads", "runtime", "reread" and "quantised" go to CpuEngine, the rest to rapidocr as settings. Seconds
-are sums over the pages.
+A variant is JSON: "threads", "runtime", "reread" and "quantised" go to CpuEngine, the rest to rapidocr as
+settings. Seconds are sums over the pages.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def test_the_recogniser_returns_only_each_steps_peak_and_reads_the_same(engine):
     from rapidocr.ch_ppocr_rec import TextRecInput
     from rapidocr.utils.process_img import get_rotate_crop_image
 
-    from worker.engines.inference import OpenVinoSession, Peaks, quantisation_for
+    from worker.engines.inference import OpenVinoSession, Peaks
 
     recogniser = engine._ocr.text_rec
     lines = [SENTENCES[k][0] for k in ("en", "de", "fr", "sv", "da")]
@@ -127,7 +127,7 @@ def test_the_recogniser_returns_only_each_steps_peak_and_reads_the_same(engine):
     assert len(crops) == len(lines)
     ours = recogniser(TextRecInput(img=crops))
     peaks = recogniser.session.session
-    whole = OpenVinoSession(peaks.path, threads=1, quantised=quantisation_for(peaks.path) if peaks.quantised else None)
+    whole = OpenVinoSession(peaks.path, threads=1)
     feed = np.stack([recogniser.resize_norm_img(crop, 1190 / 48) for crop in crops]).astype(np.float32)
     [softmax] = whole.run(None, {"x": feed})
     [top] = peaks.run(None, {"x": feed})
