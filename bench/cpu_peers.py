@@ -42,6 +42,7 @@ from common.documents import Limits, render_page  # noqa: E402
 from common.jobs.results import markdown_to_text  # noqa: E402
 from tests.support.embedded import EmbeddedServer  # noqa: E402
 from tests.support.text import levenshtein, normalise  # noqa: E402
+from worker.engines.cascade import CONFIRM_BELOW  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
 
 TESSERACT_LANG = {"en": "eng", "fr": "fra", "de": "deu", "es": "spa", "it": "ita", "nl": "nld", "pt": "por",
@@ -193,7 +194,7 @@ def main() -> None:
     parser.add_argument("--no-tesseract", action="store_true")
     parser.add_argument("--variant", action="append", help="rapidocr settings as JSON, e.g. "
                         "'{\"Det.unclip_ratio\": 1.6}' (\"reread\": false turns the re-read off, \"quantised\": true "
-                        "the int8 recogniser); "
+                        "the int8 recogniser, \"fast\": false the small recogniser alone at rapidocr's detection size); "
                         "each one is another reader (ocrq, ocrq1, ...)")
     parser.add_argument("--threads", type=int, default=0,
                         help="the engine's threads (0: as the worker runs it; with --serve, OCRQ_CPU_THREADS)")
@@ -224,6 +225,7 @@ def main() -> None:
             engine = CpuEngine(threads=args.threads, reread=params.pop("reread", True),
                                show_through=params.pop("show_through", True), split=params.pop("split", True),
                                runtime=params.pop("runtime", "openvino"), quantised=params.pop("quantised", False),
+                               fast=params.pop("fast", True), confirm_below=params.pop("confirm_below", CONFIRM_BELOW),
                                params_override=params)
             readers[f"ocrq{n or ''}"] = ocrq_reader(engine)
         if not args.no_tesseract:

@@ -41,7 +41,7 @@ KEPT_FLOAT = ["MatMul", "GroupConvolution", "Multiply", "Add", "ReduceMean", "So
 def recogniser_inputs(corpus: Path, pages: list[dict]) -> tuple[list[np.ndarray], str]:
     """The batches the engine's (unquantised) recogniser is given while it reads these pages, and its model's
     path."""
-    engine = CpuEngine(quantised=False)
+    engine = CpuEngine(quantised=False, fast=False)
     session = engine._ocr.text_rec.session.session
     seen, run = [], session.run
 

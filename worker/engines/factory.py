@@ -13,4 +13,5 @@ def make_engine(settings: Settings) -> Engine:
         return VllmEngine.from_settings(settings)
     from worker.engines.cpu import CpuEngine
 
-    return CpuEngine(threads=settings.cpu_threads, runtime=settings.cpu_runtime, quantised=settings.cpu_int8)
+    return CpuEngine(threads=settings.cpu_threads, runtime=settings.cpu_runtime, quantised=settings.cpu_int8,
+                     fast=settings.cpu_fast)

