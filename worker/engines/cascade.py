@@ -72,7 +72,10 @@ def _joined(a, b):
 
 def _unsure(text: str, score: float, shape: tuple[int, ...], below: float) -> bool:
     height, width = shape[:2]
-    # Garbled: many spaces and few characters for the line's length (a line of any script holds more than one
-    # glyph per four heights).
-    sparse = width > 4 * height and len(text.replace(" ", "")) < 0.25 * width / max(height, 1)
-    return score < below or sparse
+    return score < below or sparse(text, width, height)
+
+
+def sparse(text: str, width: float, height: float) -> bool:
+    """A garbled reading: many spaces and few characters for the line's length (a line of any script holds more
+    than one glyph per four heights)."""
+    return width > 4 * height and len(text.replace(" ", "")) < 0.25 * width / max(height, 1)

@@ -227,10 +227,7 @@ REREAD_MARGIN = 0.01
 def _unsure(text: str, score: float, quad: np.ndarray) -> bool:
     height = np.linalg.norm(quad[3] - quad[0])
     width = np.linalg.norm(quad[1] - quad[0])
-    # A garbled line comes back with many spaces and few characters for its length. A line of any script read
-    # here holds more than one glyph per four box heights.
-    sparse = width > 4 * height and len(text.replace(" ", "")) < 0.25 * width / height
-    return score < UNSURE_SCORE or sparse
+    return score < UNSURE_SCORE or cascade.sparse(text, width, height)
 
 
 # A line whose ink stands out from its background by less than this share of what the page's lines do is text
