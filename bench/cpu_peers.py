@@ -110,6 +110,15 @@ def side_by_side(corpus: Path, pages: list[dict], paths: list[Path], readers: di
     return rows
 
 
+def engine_for(variant: dict, *, threads: int) -> CpuEngine:
+    """The engine a --variant describes: its CpuEngine keys taken out, the rest rapidocr's settings."""
+    params = dict(variant)
+    return CpuEngine(threads=threads, reread=params.pop("reread", True), show_through=params.pop("show_through", True),
+                     split=params.pop("split", True), runtime=params.pop("runtime", "openvino"),
+                     quantised=params.pop("quantised", False), fast=params.pop("fast", True),
+                     confirm_below=params.pop("confirm_below", CONFIRM_BELOW), params_override=params)
+
+
 def ocrq_reader(engine: CpuEngine) -> Callable:
     from PIL import Image
 
@@ -221,13 +230,7 @@ def main() -> None:
             return
         readers = {}
         for n, variant in enumerate(args.variant or ["{}"]):
-            params = json.loads(variant)
-            engine = CpuEngine(threads=args.threads, reread=params.pop("reread", True),
-                               show_through=params.pop("show_through", True), split=params.pop("split", True),
-                               runtime=params.pop("runtime", "openvino"), quantised=params.pop("quantised", False),
-                               fast=params.pop("fast", True), confirm_below=params.pop("confirm_below", CONFIRM_BELOW),
-                               params_override=params)
-            readers[f"ocrq{n or ''}"] = ocrq_reader(engine)
+            readers[f"ocrq{n or ''}"] = ocrq_reader(engine_for(json.loads(variant), threads=args.threads))
         if not args.no_tesseract:
             readers["tess"] = tesseract
         rows = side_by_side(args.corpus, pages, paths, readers, jsonl=args.jsonl)

@@ -16,7 +16,6 @@ NNCF is not one of ocrq's dependencies; install it beside the venv for this scri
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 import tempfile
 import time
@@ -107,7 +106,7 @@ def main() -> None:
                               ignored_scope=nncf.IgnoredScope(types=KEPT_FLOAT, validate=False))
     print(f"quantised in {time.perf_counter() - started:.0f} s")
     found = changes(core.read_model(path), quantised)
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    digest = inference.file_sha256(Path(path))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(args.out, model_sha256=np.array(digest), **found)
     rebuilt = inference.quantised_recogniser(core.read_model(path), np.load(args.out))

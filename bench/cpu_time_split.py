@@ -5,8 +5,8 @@ side by side, page by page, on pages of bench/cpu_corpus.py rendered as the work
         --variant '{}' --variant '{"threads": 1}' --variant '{"runtime": "onnxruntime"}' \
         --variant '{"Rec.rec_batch_num": 16}'
 
-A variant is JSON: "threads", "runtime", "reread", "quantised" and "fast" go to CpuEngine, the rest to rapidocr as
-settings. Seconds are sums over the pages.
+A variant is JSON: "threads" and the keys bench/cpu_peers.py's --variant takes go to CpuEngine, the rest to
+rapidocr as settings. Seconds are sums over the pages.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.cpu_peers import engine_for  # noqa: E402
 from common.documents import Limits, render_page  # noqa: E402
-from worker.engines.cascade import CONFIRM_BELOW  # noqa: E402
-from worker.engines.cpu import CpuEngine  # noqa: E402
 
 
 class _Timed:
@@ -54,10 +53,8 @@ def main() -> None:
     engines = []
     for variant in variants:
         params = json.loads(variant)
-        engine = CpuEngine(threads=params.pop("threads", 0), runtime=params.pop("runtime", "openvino"),
-                           reread=params.pop("reread", True), quantised=params.pop("quantised", False),
-                           fast=params.pop("fast", True), confirm_below=params.pop("confirm_below", CONFIRM_BELOW),
-                           params_override=params)
+        threads = params.pop("threads", 0)
+        engine = engine_for(params, threads=threads)
         engine._ocr = _Timed(engine._ocr)
         engine.read(images[:1])  # warm-up
         engines.append(engine)

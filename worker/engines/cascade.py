@@ -28,10 +28,14 @@ class Cascade:
     full: object
     below: float = CONFIRM_BELOW
     confirmed: int = 0
-    _known: frozenset[str] | None = field(default=None, repr=False)
+    known: frozenset[str] = field(init=False, repr=False)  # the fast model's characters
+
+    def __post_init__(self) -> None:
+        decoder = self.fast.postprocess_op
+        self.known = frozenset(getattr(decoder, "_decoder", decoder).character)  # under PeaksDecode on OpenVINO
 
     def __call__(self, args):
-        from rapidocr.ch_ppocr_rec import TextRecInput, TextRecOutput
+        from rapidocr.ch_ppocr_rec import TextRecOutput
 
         first = self.fast(args)
         images = [args.img] if isinstance(args.img, np.ndarray) else list(args.img)
@@ -39,35 +43,27 @@ class Cascade:
                   if _unsure(text, score, images[i].shape, self.below)]
         if not unsure:
             return first
-        again = self.full(TextRecInput(img=[images[i] for i in unsure], return_word_box=args.return_word_box))
-        elapse = (first.elapse or 0.0) + (again.elapse or 0.0)
-        if any(char not in self._characters for text in again.txts for char in text):
+        readings, elapse = self._read_again(args, images, unsure)
+        if any(char not in self.known for _, text, _, _ in readings for char in text):
             # A script the fast model lacks (kana): its other CJK lines may hold it too, read as look-alike Han
             # characters with confidence ("トチー" as "卜于一" at 0.977).
             more = [i for i, text in enumerate(first.txts) if i not in unsure and any(c >= CJK for c in text)]
             if more:
-                extra = self.full(TextRecInput(img=[images[i] for i in more], return_word_box=args.return_word_box))
-                unsure, elapse = unsure + more, elapse + (extra.elapse or 0.0)
-                again = _joined(again, extra)
+                extra, seconds = self._read_again(args, images, more)
+                readings, elapse = readings + extra, elapse + seconds
         txts, scores, words = list(first.txts), list(first.scores), list(first.word_results)
-        for k, i in enumerate(unsure):
-            txts[i], scores[i], words[i] = again.txts[k], again.scores[k], again.word_results[k]
-        self.confirmed += len(unsure)
-        return TextRecOutput(images, tuple(txts), scores, tuple(words), elapse, viser=first.viser)
+        for i, text, score, word in readings:
+            txts[i], scores[i], words[i] = text, score, word
+        self.confirmed += len(readings)
+        return TextRecOutput(images, tuple(txts), scores, tuple(words), (first.elapse or 0.0) + elapse,
+                             viser=first.viser)
 
-    @property
-    def _characters(self) -> frozenset[str]:
-        if self._known is None:
-            decoder = self.fast.postprocess_op
-            self._known = frozenset(getattr(decoder, "_decoder", decoder).character)
-        return self._known
+    def _read_again(self, args, images: list[np.ndarray], lines: list[int]) -> tuple[list[tuple], float]:
+        """The full model's (line, text, score, word results) for these lines, and its seconds."""
+        from rapidocr.ch_ppocr_rec import TextRecInput
 
-
-def _joined(a, b):
-    from rapidocr.ch_ppocr_rec import TextRecOutput
-
-    return TextRecOutput(None, tuple(a.txts) + tuple(b.txts), list(a.scores) + list(b.scores),
-                         tuple(a.word_results) + tuple(b.word_results))
+        out = self.full(TextRecInput(img=[images[i] for i in lines], return_word_box=args.return_word_box))
+        return list(zip(lines, out.txts, out.scores, out.word_results, strict=True)), out.elapse or 0.0
 
 
 def _unsure(text: str, score: float, shape: tuple[int, ...], below: float) -> bool:

