@@ -233,3 +233,41 @@ def test_text_showing_through_across_three_columns_is_not_read_into_them(engine)
     sheet = np.minimum(np.asarray(front.image.convert("L"), dtype=np.float32), 255 - (255 - mirrored) * 0.2)
     [result] = engine.read([Image.fromarray(sheet.astype(np.uint8))])
     assert cer(front.truth, result.text) <= 0.02, result.text
+
+
+BRIDGED = [["Please send", "the signed", "responsibilities", "back to us by", "the end of", "the month so", "we can file",
+            "it in time."],
+           ["Our office", "reviews each", "acknowledgements", "listed in the", "contract and", "replies within",
+            "two working", "days of it."],
+           ["A copy of", "this letter", "went to the", "legal office", "and to the", "clerk who", "keeps the",
+            "records."]]
+
+
+def _bridged_page(row: int) -> tuple[Image.Image, str]:
+    """Three columns whose gutters are 8 px wide on one row, where the long words of the first two columns fill
+    them (the corpus's p035-de and p107-da: the detector made that row one box, and the page read by rows)."""
+    from PIL import ImageDraw, ImageFont
+
+    from tests.support.pages import SERIF
+
+    face = ImageFont.truetype(SERIF, 22)
+    order = [i for i in range(len(BRIDGED[0])) if i != 2]
+    order.insert(row, 2)
+    columns = [[column[i] for i in order] for column in BRIDGED]
+    page = Image.new("RGB", (720, 340), "white")
+    draw = ImageDraw.Draw(page)
+    x = 60
+    for column in columns:
+        width = max(draw.textlength(ln, font=face) for ln in column)
+        for i, ln in enumerate(column):
+            draw.text((x, 50 + 32 * i), ln, font=face, fill="black")
+        x += int(width) + 8
+    return page, "\n".join(ln for column in columns for ln in column)
+
+
+@pytest.mark.parametrize("row, fast", [(2, True), (7, True), (2, False)])
+def test_a_row_that_bridges_the_gutters_is_cut_at_them(engine, small_engine, row, fast):
+    page, truth = _bridged_page(row)
+    [result] = (engine if fast else small_engine).read([page])
+    assert result.details["split_lines"] >= 1
+    assert cer(truth, result.text) <= 0.02, result.text

@@ -7,7 +7,9 @@ lines put in reading order with their boxes (worker.engines.reading_order).
 
 from __future__ import annotations
 
+import itertools
 import time
+from functools import partial
 
 import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
@@ -79,13 +81,13 @@ class CpuEngine:
                 # Text shows through from the other side: boxes of the page's own lines may have taken it in too.
                 reading = self._detect_and_read(_without_show_through(reading[0]))
             lines = self._lines(*reading)
+            read = time.perf_counter()
+            blocks = reading_order.order_blocks(lines, height=reading[0].shape[0],
+                                                split=partial(self._cut_bridge, reading[0]) if self._split_on else None)
         except Exception as exc:  # onnxruntime raises plain RuntimeError/ValueError on odd inputs
             if timeout := _time_limit_in(exc):
                 raise timeout from None  # the task's time is up, whatever rapidocr wrapped it in
             return EngineError(f"rapidocr failed: {exc}", kind="engine")
-        read = time.perf_counter()
-        height = array.shape[1] if rotation in (90, 270) else array.shape[0]
-        blocks = reading_order.order_blocks(lines, height=height)
         text = reading_order.to_markdown(blocks)
         done = time.perf_counter()
         timings = {"orientation_s": oriented - started, "ocr_s": read - oriented, "layout_s": done - read}
@@ -160,6 +162,40 @@ class CpuEngine:
                     new_scores.append(float(score))
         self._split_lines += len(cut)
         return np.array(new_quads, dtype=np.float32).reshape(-1, 4, 2), new_txts, new_scores
+
+    def _cut_bridge(self, array: np.ndarray, line: reading_order.Line, lo: float, hi: float
+                    ) -> list[reading_order.Line] | None:
+        """A line that bridges a gutter between key x `lo` and `hi`, cut at its blank there and read again in two
+        (reading_order's Splitter). Of the blanks there as wide as a narrow space, the one that ends nearest `hi`,
+        where the next column's lines begin."""
+        from rapidocr.utils.process_img import get_rotate_crop_image
+
+        if line.quad is None:
+            return None
+        quad = np.asarray(line.quad, dtype=np.float32)
+        crop = get_rotate_crop_image(array, quad)
+        height, width = crop.shape[:2]
+        inked = _inked_columns(crop) if width > height else None
+        if inked is None or inked.size < 2:
+            return None
+        scale = width / max(line.key[2] - line.key[0], 1.0)
+        start, end = (lo - line.key[0]) * scale, (hi - line.key[0]) * scale
+        gaps = [(int(a) + 1, int(b)) for a, b in itertools.pairwise(inked)
+                if b - a > max(2, BRIDGE_BLANK * height) and b > start - 0.1 * height and a < end + 0.3 * height]
+        if not gaps:
+            return None
+        a, b = min(gaps, key=lambda gap: abs(gap[1] - end))
+        middle = (a + b) / 2
+        parts = [_part_of(quad, width, 0, middle), _part_of(quad, width, middle, width)]
+        texts, scores = self._recognise(array, parts)
+        if not all(text.strip() for text in texts):
+            return None
+        self._split_lines += 1
+        x = line.key[0] + middle / scale
+        keys = [(line.key[0], line.key[1], x, line.key[3]), (x, line.key[1], line.key[2], line.key[3])]
+        return [reading_order.Line(text=text, box=_box_of(part), confidence=float(score), key=key,
+                                   quad=tuple(map(tuple, part.tolist())))
+                for part, text, score, key in zip(parts, texts, scores, keys, strict=True)]
 
     def _recognise(self, array: np.ndarray, quads: list[np.ndarray]) -> tuple[list[str], list[float]]:
         """The recogniser's texts and scores for these boxes of the page, in one batch."""
@@ -284,22 +320,27 @@ GUTTER = 0.8
 SPACES = 2.5
 
 
+def _inked_columns(crop: np.ndarray) -> np.ndarray | None:
+    """The columns of a line's crop with ink in its middle two thirds (indices), or None on a dark background."""
+    import cv2
+
+    height = crop.shape[0]
+    band = np.ascontiguousarray(_darkest(crop)[height // 6:height - height // 6])
+    _, ink = cv2.threshold(band, 0, 1, cv2.THRESH_BINARY_INV | cv2.THRESH_OTSU)
+    if ink.mean() > 0.5:
+        return None  # no light background to find a blank in
+    return np.flatnonzero(ink.sum(axis=0) > 0)
+
+
 def _pieces(crop: np.ndarray, text: str) -> list[tuple[int, int]] | None:
     """The column spans of a line's crop on either side of each gutter in it or at its ends (GUTTER), or None when
     it has none. Slivers of ink narrower than a quarter of the line's height (the edge of the next column's first
     letter) are dropped."""
-    import cv2
-
     height, width = crop.shape[:2]
     if width < 3 * height or height < 8:
         return None
-    gray = _darkest(crop)
-    band = np.ascontiguousarray(gray[height // 6:height - height // 6])
-    _, ink = cv2.threshold(band, 0, 1, cv2.THRESH_BINARY_INV | cv2.THRESH_OTSU)
-    if ink.mean() > 0.5:
-        return None  # no light background to find a blank in
-    inked = np.flatnonzero(ink.sum(axis=0) > 0)
-    if inked.size == 0:
+    inked = _inked_columns(crop)
+    if inked is None or inked.size == 0:
         return None
     # Runs of inked columns separated by blanks of GUTTER line heights or more, and SPACES times the line's usual
     # blank between words (a monospaced font leaves most of a line height between words). The blanks between words
@@ -317,7 +358,17 @@ def _pieces(crop: np.ndarray, text: str) -> list[tuple[int, int]] | None:
     return [(max(0, int(lo - pad)), min(width, int(hi + pad))) for lo, hi in runs]
 
 
-def _part_of(quad: np.ndarray, width: int, lo: int, hi: int) -> np.ndarray:
+# A blank this share of a line's height wide or wider may part two columns' words on a line that bridges a
+# gutter (a narrow word space is about a fifth of the line's height; gaps between letters far less).
+BRIDGE_BLANK = 0.12
+
+
+def _box_of(quad: np.ndarray) -> tuple[int, int, int, int]:
+    (x0, y0), (x1, y1) = quad.min(axis=0), np.ceil(quad.max(axis=0))
+    return int(x0), int(y0), int(x1), int(y1)
+
+
+def _part_of(quad: np.ndarray, width: int, lo: float, hi: float) -> np.ndarray:
     """The part of a line's quad between columns lo and hi of its crop (of `width` columns)."""
     top, bottom = quad[1] - quad[0], quad[2] - quad[3]
     a, b = lo / max(width, 1), hi / max(width, 1)

@@ -10,9 +10,11 @@ a paragraph form a block; blocks get a kind from their place and their type size
 from __future__ import annotations
 
 import html
+import itertools
 import math
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _BULLET = re.compile(r"^\s*([•·‣▪◦●○■□–—*-]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+\S")
@@ -27,6 +29,7 @@ class Line:
     box: tuple[int, int, int, int]  # axis-aligned, pixels of the upright image
     confidence: float
     key: tuple[float, float, float, float] = (0, 0, 0, 0)  # the same box with the page's skew taken out
+    quad: tuple | None = None  # the engine's own box (4 corner points), for an engine that cuts the line again
 
     @property
     def height(self) -> float:
@@ -69,15 +72,22 @@ def lines_from_quads(quads, texts, scores) -> list[Line]:
         box = (int(min(xs)), int(min(ys)), math.ceil(max(xs)), math.ceil(max(ys)))
         rx = [cx + (x - cx) * cos - (y - cy) * sin for x, y in q]
         ry = [cy + (x - cx) * sin + (y - cy) * cos for x, y in q]
-        lines.append(Line(text=text, box=box, confidence=float(score), key=(min(rx), min(ry), max(rx), max(ry))))
+        lines.append(Line(text=text, box=box, confidence=float(score), key=(min(rx), min(ry), max(rx), max(ry)),
+                          quad=tuple(map(tuple, q))))
     return lines
 
 
-def order_blocks(lines: list[Line], *, height: int) -> list[Block]:
+# An engine's way to cut a line in two at a blank between key x `lo` and `hi` (a gutter it crosses), read each
+# part again, and give back the parts; None where it finds no such blank.
+Splitter = Callable[[Line, float, float], "list[Line] | None"]
+
+
+def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = None) -> list[Block]:
     """The page's blocks in reading order: headers first, then the body, footers last.
 
     Lines of body size wholly in the top or bottom 7 % of the page are its headers and footers; they are
-    ordered apart, so a running head never becomes part of a column.
+    ordered apart, so a running head never becomes part of a column. With `split`, a line of the body that
+    bridges a gutter between columns of text is cut at it (_bridged_gutter).
     """
     if not lines:
         return []
@@ -93,7 +103,7 @@ def order_blocks(lines: list[Line], *, height: int) -> list[Block]:
         block.kind = "header"
     for block in footers:
         block.kind = "footer"
-    blocks = _group(_xy_cut(body, unit), unit)
+    blocks = _group(_xy_cut(body, unit, split), unit)
     for block in blocks:
         if block.kind == "text" and len(block.lines) <= 3 and _block_height(block) >= 1.35 * unit:
             block.kind = "title"
@@ -114,13 +124,13 @@ def _rejoin_columns(blocks: list[Block]) -> list[Block]:
     return out
 
 
-def _xy_cut(lines: list[Line], unit: float) -> list[Line | Block]:
+def _xy_cut(lines: list[Line], unit: float, split: Splitter | None = None) -> list[Line | Block]:
     """Lines in reading order; a table found on the way comes whole, as a block of rows."""
     out: list[Line | Block] = []
     pending = [lines]  # a stack of regions, the next to read on top (no recursion: a page may have 1,000 lines)
     while pending:
         region = pending.pop()
-        parts = _cut(region, unit)
+        parts = _cut(region, unit, split)
         if isinstance(parts, tuple):
             pending += [parts[1], parts[0]]
         else:
@@ -128,7 +138,8 @@ def _xy_cut(lines: list[Line], unit: float) -> list[Line | Block]:
     return out
 
 
-def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list[Line | Block]:
+def _cut(lines: list[Line], unit: float, split: Splitter | None = None
+         ) -> tuple[list[Line], list[Line]] | list[Line | Block]:
     """The region cut in two at its widest empty band (first, then the rest), or what it reads as whole."""
     if len(lines) <= 1:
         return list(lines)
@@ -141,6 +152,8 @@ def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list
     # gutter is one line high).
     if col is not None and col[1] - col[0] < 0.5 * unit and not _narrow_gutter(lines, col, unit):
         col = None
+    if col is None and split is not None and (bridged := _bridged_gutter(lines, unit, split)):
+        return bridged
     if col is None and row is not None:
         row = _spanning_cut(lines, rows, unit) or row
     # A gutter the whole region's height is taken before a row gap of paragraph size, however narrow it is: such a
@@ -160,6 +173,79 @@ def _cut(lines: list[Line], unit: float) -> tuple[list[Line], list[Line]] | list
         return sorted(lines, key=lambda ln: (ln.key[1], ln.key[0]))
     taken = {id(ln) for ln in first}
     return first, [ln for ln in lines if id(ln) not in taken]
+
+
+def _bridged_gutter(lines: list[Line], unit: float, split: Splitter) -> tuple[list[Line], list[Line]] | None:
+    """The region cut at a gutter between columns of text that one or two lines bridge, those lines cut in it.
+
+    Where a row's words nearly touch across a gutter, the detector makes the row one box; no empty band then
+    runs through the region, and it would be read by rows, across its columns. A band crossed by one or two
+    lines of body size, each at the columns' own pitch from lines on both sides, is taken for such a gutter
+    when at least four lines of running text stand wholly on each side. Other lines above or below all of them
+    (a title, a closing line) stay whole for _spanning_cut."""
+    for lo, hi in sorted(_thin_bands(lines, unit), key=lambda band: band[0] - band[1]):
+        crossing = [ln for ln in lines if ln.key[0] < hi and ln.key[2] > lo]
+        left = [ln for ln in lines if ln.key[2] <= lo]
+        right = [ln for ln in lines if ln.key[0] >= hi]
+        if len(left) < 4 or len(right) < 4 or not (_prose(left) and _prose(right)):
+            continue
+        top = min(ln.key[1] for ln in left + right)
+        bottom = max(ln.key[3] for ln in left + right)
+        pitch = _pitch(left, unit)
+        bridges = [ln for ln in crossing if ln.height <= 1.2 * unit
+                   and _near(ln, left, pitch) and _near(ln, right, pitch)]
+        apart = [ln for ln in crossing if ln.key[3] <= top or ln.key[1] >= bottom]
+        if not bridges or {id(ln) for ln in bridges + apart} != {id(ln) for ln in crossing}:
+            continue
+        parts = [split(ln, lo, hi) for ln in bridges]
+        if any(part is None for part in parts):
+            continue
+        cut = (lo + hi) / 2
+        cut_ids = {id(ln) for ln in bridges}
+        whole = [ln for ln in lines if id(ln) not in cut_ids] + [p for part in parts for p in part]
+        first = [ln for ln in whole if (ln.key[0] + ln.key[2]) / 2 < cut]
+        taken = {id(ln) for ln in first}
+        return first, [ln for ln in whole if id(ln) not in taken]
+    return None
+
+
+def _thin_bands(lines: list[Line], unit: float) -> list[tuple[float, float]]:
+    """Bands across the region, at least a third of a line's height wide, that one or two lines cross: of each
+    stretch that no more than two cross, its widest part crossed by the fewest (lines that end or begin inside
+    a gutter's stretch, ragged edges of the columns, are not what bridges it)."""
+    events = sorted([(ln.key[0], 1) for ln in lines] + [(ln.key[2], -1) for ln in lines])
+    stretches: list[list[tuple[float, float, int]]] = [[]]
+    count, prev = 0, None
+    for x, step in events:
+        if prev is not None and x > prev:
+            if 1 <= count <= 2:
+                stretches[-1].append((prev, x, count))
+            elif stretches[-1]:
+                stretches.append([])
+        count += step
+        prev = x
+    bands = []
+    for stretch in filter(None, stretches):
+        fewest = min(n for _, _, n in stretch)
+        runs = [(run[0][0], run[-1][1]) for n, group in itertools.groupby(stretch, key=lambda s: s[2])
+                if n == fewest for run in [list(group)]]
+        lo, hi = max(runs, key=lambda run: run[1] - run[0])
+        if hi - lo >= 0.3 * unit:
+            bands.append((lo, hi))
+    return bands
+
+
+def _pitch(lines: list[Line], unit: float) -> float:
+    """The usual distance between the centres of consecutive lines of a column."""
+    centres = sorted((ln.key[1] + ln.key[3]) / 2 for ln in lines)
+    steps = [b - a for a, b in itertools.pairwise(centres) if 0.5 * unit < b - a < 3 * unit]
+    return statistics.median(steps) if steps else 1.5 * unit
+
+
+def _near(line: Line, others: list[Line], pitch: float) -> bool:
+    """A line of `others` lies above or below `line` at about one pitch."""
+    centre = (line.key[1] + line.key[3]) / 2
+    return any(abs((ln.key[1] + ln.key[3]) / 2 - centre) <= 1.3 * pitch for ln in others)
 
 
 def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float) -> bool:
