@@ -132,6 +132,9 @@ def _prepare_child(write_fd: int, *, max_pixels: int) -> None:
     # Pipes of renders started meanwhile by other threads would not see EOF while we hold them.
     os.closerange(3, write_fd)
     os.closerange(write_fd + 1, os.sysconf("SC_OPEN_MAX"))
+    # The parent's log handlers write to descriptors just closed: a line logged here (Pillow's debug lines) would
+    # print a "Logging error" to stderr instead.
+    logging.disable(logging.CRITICAL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # fd 2, not sys.stderr: Celery replaces sys.stderr with a logger that has no file descriptor.

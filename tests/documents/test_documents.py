@@ -243,6 +243,24 @@ def test_a_child_does_not_finalize_the_parents_garbage():
         gc.collect()
 
 
+def test_a_child_does_not_log_into_the_descriptors_it_closed(tmp_path):
+    """The child closes every descriptor but its pipe; a handler of the parent's on a file (or on a worker's
+    console pipe) then printed "--- Logging error --- OSError: [Errno 9]" to stderr for each line the child
+    logged (Pillow's debug lines at OCRQ_LOG_LEVEL=DEBUG)."""
+    script = (
+        "import logging, sys\n"
+        "from common.documents.isolation import run_isolated\n"
+        f"logging.basicConfig(filename={str(tmp_path / 'parent.log')!r}, level=logging.DEBUG)\n"
+        "def answer():\n"
+        "    logging.getLogger('PIL.PngImagePlugin').debug('STREAM b\\'IHDR\\' 16 13')\n"
+        "    return 'answered'\n"
+        "print(run_isolated(answer, timeout_s=10, max_pixels=1, what='logging'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "answered", done.stderr
+    assert "Logging error" not in done.stderr, done.stderr
+
+
 def test_hung_inspection_times_out(monkeypatch, normal_pdf):
     monkeypatch.setattr(inspection, "_page_sizes", _hang)
     before = _children()
