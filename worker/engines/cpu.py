@@ -191,11 +191,8 @@ class CpuEngine:
         if not all(text.strip() for text in texts):
             return None
         self._split_lines += 1
-        x = line.key[0] + middle / scale
-        keys = [(line.key[0], line.key[1], x, line.key[3]), (x, line.key[1], line.key[2], line.key[3])]
-        return [reading_order.Line(text=text, box=_box_of(part), confidence=float(score), key=key,
-                                   quad=tuple(map(tuple, part.tolist())))
-                for part, text, score, key in zip(parts, texts, scores, keys, strict=True)]
+        return reading_order.cut_line(line, line.key[0] + middle / scale, [part.tolist() for part in parts], texts,
+                                      scores)
 
     def _recognise(self, array: np.ndarray, quads: list[np.ndarray]) -> tuple[list[str], list[float]]:
         """The recogniser's texts and scores for these boxes of the page, in one batch."""
@@ -361,11 +358,6 @@ def _pieces(crop: np.ndarray, text: str) -> list[tuple[int, int]] | None:
 # A blank this share of a line's height wide or wider may part two columns' words on a line that bridges a
 # gutter (a narrow word space is about a fifth of the line's height; gaps between letters far less).
 BRIDGE_BLANK = 0.12
-
-
-def _box_of(quad: np.ndarray) -> tuple[int, int, int, int]:
-    (x0, y0), (x1, y1) = quad.min(axis=0), np.ceil(quad.max(axis=0))
-    return int(x0), int(y0), int(x1), int(y1)
 
 
 def _part_of(quad: np.ndarray, width: int, lo: float, hi: float) -> np.ndarray:

@@ -68,13 +68,23 @@ def lines_from_quads(quads, texts, scores) -> list[Line]:
     cy = statistics.fmean(p[1] for q in quads for p in q) if quads else 0.0
     lines = []
     for q, text, score in zip(quads, texts, scores, strict=True):
-        xs, ys = [p[0] for p in q], [p[1] for p in q]
-        box = (int(min(xs)), int(min(ys)), math.ceil(max(xs)), math.ceil(max(ys)))
         rx = [cx + (x - cx) * cos - (y - cy) * sin for x, y in q]
         ry = [cy + (x - cx) * sin + (y - cy) * cos for x, y in q]
-        lines.append(Line(text=text, box=box, confidence=float(score), key=(min(rx), min(ry), max(rx), max(ry)),
+        lines.append(Line(text=text, box=_box(q), confidence=float(score), key=(min(rx), min(ry), max(rx), max(ry)),
                           quad=tuple(map(tuple, q))))
     return lines
+
+
+def cut_line(line: Line, x: float, quads, texts: list[str], scores: list[float]) -> list[Line]:
+    """A line's two parts either side of key x, with the quads, texts and scores the engine read them as."""
+    keys = [(line.key[0], line.key[1], x, line.key[3]), (x, line.key[1], line.key[2], line.key[3])]
+    return [Line(text=text, box=_box(q), confidence=float(score), key=key, quad=tuple(map(tuple, q)))
+            for q, text, score, key in zip(quads, texts, scores, keys, strict=True)]
+
+
+def _box(quad) -> tuple[int, int, int, int]:
+    xs, ys = [p[0] for p in quad], [p[1] for p in quad]
+    return int(min(xs)), int(min(ys)), math.ceil(max(xs)), math.ceil(max(ys))
 
 
 # An engine's way to cut a line in two at a blank between key x `lo` and `hi` (a gutter it crosses), read each
@@ -93,7 +103,7 @@ def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = Non
         return []
     unit = statistics.median(line.height for line in lines)
     top, bottom = 0.07 * height, 0.93 * height
-    small = [ln for ln in lines if ln.height <= 1.2 * unit]
+    small = [ln for ln in lines if ln.height <= BODY * unit]
     heads = [ln for ln in small if ln.key[3] <= top]
     feet = [ln for ln in small if ln.key[1] >= bottom]
     apart = {id(ln) for ln in heads + feet}
@@ -171,6 +181,10 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None
         first = []
     if not first or len(first) == len(lines):
         return sorted(lines, key=lambda ln: (ln.key[1], ln.key[0]))
+    return _first_and_rest(lines, first)
+
+
+def _first_and_rest(lines: list[Line], first: list[Line]) -> tuple[list[Line], list[Line]]:
     taken = {id(ln) for ln in first}
     return first, [ln for ln in lines if id(ln) not in taken]
 
@@ -192,7 +206,7 @@ def _bridged_gutter(lines: list[Line], unit: float, split: Splitter) -> tuple[li
         top = min(ln.key[1] for ln in left + right)
         bottom = max(ln.key[3] for ln in left + right)
         pitch = _pitch(left, unit)
-        bridges = [ln for ln in crossing if ln.height <= 1.2 * unit
+        bridges = [ln for ln in crossing if ln.height <= BODY * unit
                    and _near(ln, left, pitch) and _near(ln, right, pitch)]
         apart = [ln for ln in crossing if ln.key[3] <= top or ln.key[1] >= bottom]
         if not bridges or {id(ln) for ln in bridges + apart} != {id(ln) for ln in crossing}:
@@ -203,9 +217,7 @@ def _bridged_gutter(lines: list[Line], unit: float, split: Splitter) -> tuple[li
         cut = (lo + hi) / 2
         cut_ids = {id(ln) for ln in bridges}
         whole = [ln for ln in lines if id(ln) not in cut_ids] + [p for part in parts for p in part]
-        first = [ln for ln in whole if (ln.key[0] + ln.key[2]) / 2 < cut]
-        taken = {id(ln) for ln in first}
-        return first, [ln for ln in whole if id(ln) not in taken]
+        return _first_and_rest(whole, [ln for ln in whole if (ln.key[0] + ln.key[2]) / 2 < cut])
     return None
 
 
@@ -269,6 +281,11 @@ def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: floa
         if gutter is not None and gutter[1] - gutter[0] >= 0.5 * unit:
             return gap
     return None
+
+
+# A line at most this many times the page's median line height is of body size: a header, a footer, a row that may
+# bridge a gutter (a title is 1.35 times or more).
+BODY = 1.2
 
 
 # A row gap this many line heights wide or wider may end a band of columns (a section break); a narrower one is
