@@ -187,6 +187,30 @@ def test_the_detectors_input_is_rapidocrs(engine):
     assert np.array_equal(ours, theirs)
 
 
+def test_recognition_batches_come_in_a_few_shapes(engine, monkeypatch):
+    """OpenVINO prepares its kernels for each input shape it has not met, in about a batch's time again: the
+    recognisers' batches are padded to widths in steps of WIDTH_STEP and to 1, 2, 4 or 6 lines, and read the same."""
+    from worker.engines import inference
+
+    shapes = []
+    padded = inference._padded_batch
+
+    def spy(batch):
+        shapes.append((len(batch), padded(batch).shape))
+        return padded(batch)
+
+    monkeypatch.setattr(inference, "_padded_batch", spy)
+    lines = [SENTENCES[k][0][:n] for k, n in zip(("en", "fr", "de", "es", "it", "nl", "pt"), (51, 44, 37, 30, 23, 16, 9),
+                                                  strict=True)]
+    page = text_page("\n".join(lines), size=(1190, 800), font_size=34)
+    [result] = engine.read([page])
+    assert cer("".join(lines), result.text.replace("\n", "")) <= 0.02, result.text
+    assert {count for count, _ in shapes} >= {6, 1}  # seven lines: a batch of six and one of one
+    for count, (lines_in, channels, height, width) in shapes:
+        assert lines_in in (1, 2, 4, 6) and lines_in - count in (0, 1)
+        assert width % inference.WIDTH_STEP == 0 and (channels, height) == (3, 48)
+
+
 def test_text_showing_through_from_the_back_of_the_sheet_is_not_read(engine):
     """The back page, mirrored and faint between the front's lines (thin paper): the detector finds its lines and
     the recogniser read them as noise (a corpus page went from CER 0.25 to 0.003 once such lines were dropped)."""

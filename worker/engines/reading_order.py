@@ -222,7 +222,7 @@ def _bridged_gutter(lines: list[Line], unit: float, split: Splitter) -> tuple[li
 
 
 def _thin_bands(lines: list[Line], unit: float) -> list[tuple[float, float]]:
-    """Bands across the region, at least a third of a line's height wide, that one or two lines cross: of each
+    """Bands across the region, at least a fifth of a line's height wide, that one or two lines cross: of each
     stretch that no more than two cross, its widest part crossed by the fewest (lines that end or begin inside
     a gutter's stretch, ragged edges of the columns, are not what bridges it)."""
     events = sorted([(ln.key[0], 1) for ln in lines] + [(ln.key[2], -1) for ln in lines])
@@ -242,7 +242,8 @@ def _thin_bands(lines: list[Line], unit: float) -> list[tuple[float, float]]:
         runs = [(run[0][0], run[-1][1]) for n, group in itertools.groupby(stretch, key=lambda s: s[2])
                 if n == fewest for run in [list(group)]]
         lo, hi = max(runs, key=lambda run: run[1] - run[0])
-        if hi - lo >= 0.3 * unit:
+        # Boxes reach past their ink: an 8 px gutter in 22 px type left 6 px between boxes on an AMX CPU.
+        if hi - lo >= 0.2 * unit:
             bands.append((lo, hi))
     return bands
 
