@@ -25,9 +25,9 @@ from common.settings import Settings
 from common.tenancy import keys
 
 PR_SET_PDEATHSIG = 1
-# Page workers `ocrq serve` starts by default, one per core up to this: each holds its own models and a page's
-# arrays (0.85 GB at its peak reading a 2550x3300 scan, 1.26 GB with OCRQ_CPU_FAST=false), and a laptop's memory
-# is not a server's.
+# Page workers `ocrq serve` starts by default, one per core up to this: each holds its own models, a page's arrays
+# and OpenVINO's kernels for the input shapes it has met (0.85 GB at its peak reading one 2550x3300 scan, 1.26 GB
+# with OCRQ_CPU_FAST=false; about 1.8 GB after 300 corpus pages), and a laptop's memory is not a server's.
 MAX_DEFAULT_PAGE_WORKERS = 4
 # How long the start-up summary waits for the workers to say they are ready.
 READY_WAIT_S = 300.0
