@@ -180,7 +180,8 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None
     else:
         first = []
     if not first or len(first) == len(lines):
-        return sorted(lines, key=lambda ln: (ln.key[1], ln.key[0]))
+        # Rows, each left to right: two boxes of one line may overlap, the second's top a little higher.
+        return [ln for row in _rows(lines, unit) for ln in row]
     return _first_and_rest(lines, first)
 
 
