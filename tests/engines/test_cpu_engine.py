@@ -189,7 +189,8 @@ def test_the_detectors_input_is_rapidocrs(engine):
 
 def test_recognition_batches_come_in_a_few_shapes(engine, monkeypatch):
     """OpenVINO prepares its kernels for each input shape it has not met, in about a batch's time again: the
-    recognisers' batches are padded to widths in steps of WIDTH_STEP and to 1, 2, 4 or 6 lines, and read the same."""
+    recognisers' batches are padded to widths in steps of WIDTH_STEP and to 1, 2, 4 or 6 lines, and the page
+    reads right."""
     from worker.engines import inference
 
     shapes = []
@@ -200,8 +201,8 @@ def test_recognition_batches_come_in_a_few_shapes(engine, monkeypatch):
         return padded(batch)
 
     monkeypatch.setattr(inference, "_padded_batch", spy)
-    lines = [SENTENCES[k][0][:n] for k, n in zip(("en", "fr", "de", "es", "it", "nl", "pt"), (51, 44, 37, 30, 23, 16, 9),
-                                                  strict=True)]
+    langs, lengths = ("en", "fr", "de", "es", "it", "nl", "pt"), (51, 44, 37, 30, 23, 16, 9)
+    lines = [SENTENCES[k][0][:n] for k, n in zip(langs, lengths, strict=True)]
     page = text_page("\n".join(lines), size=(1190, 800), font_size=34)
     [result] = engine.read([page])
     assert cer("".join(lines), result.text.replace("\n", "")) <= 0.02, result.text

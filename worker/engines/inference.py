@@ -163,7 +163,8 @@ class DetectorInput:
 
     def __init__(self, original) -> None:  # rapidocr's DetPreProcess, whose resize is kept
         self._resize = original.resize
-        self._table = original.normalize(np.arange(256, dtype=np.uint8)[:, None].repeat(3, axis=1)).astype(np.float32)[:, None]
+        values = np.arange(256, dtype=np.uint8)[:, None].repeat(3, axis=1)
+        self._table = original.normalize(values).astype(np.float32)[:, None]  # cv2.LUT's 256 x 1 x 3
 
     def __call__(self, image: np.ndarray) -> np.ndarray | None:
         resized = self._resize(image)
