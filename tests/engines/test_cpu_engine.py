@@ -197,8 +197,9 @@ def test_recognition_batches_come_in_a_few_shapes(engine, monkeypatch):
     padded = inference._padded_batch
 
     def spy(batch):
-        shapes.append((len(batch), padded(batch).shape))
-        return padded(batch)
+        out = padded(batch)
+        shapes.append((len(batch), out.shape))
+        return out
 
     monkeypatch.setattr(inference, "_padded_batch", spy)
     langs, lengths = ("en", "fr", "de", "es", "it", "nl", "pt"), (51, 44, 37, 30, 23, 16, 9)

@@ -35,6 +35,14 @@ class Line:
     def height(self) -> float:
         return self.key[3] - self.key[1]
 
+    @property
+    def centre_x(self) -> float:
+        return (self.key[0] + self.key[2]) / 2
+
+    @property
+    def centre_y(self) -> float:
+        return (self.key[1] + self.key[3]) / 2
+
 
 @dataclass
 class Block:
@@ -173,10 +181,10 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None
         if _is_table(lines, cut, unit):
             rows_of_cells = _rows(lines, unit)
             return [Block("table", [ln for row in rows_of_cells for ln in row], rows=rows_of_cells)]
-        first = [ln for ln in lines if (ln.key[0] + ln.key[2]) / 2 < cut]
+        first = [ln for ln in lines if ln.centre_x < cut]
     elif row is not None:
         cut = (row[0] + row[1]) / 2
-        first = [ln for ln in lines if (ln.key[1] + ln.key[3]) / 2 < cut]
+        first = [ln for ln in lines if ln.centre_y < cut]
     else:
         first = []
     if not first or len(first) == len(lines):
@@ -218,7 +226,7 @@ def _bridged_gutter(lines: list[Line], unit: float, split: Splitter) -> tuple[li
         cut = (lo + hi) / 2
         cut_ids = {id(ln) for ln in bridges}
         whole = [ln for ln in lines if id(ln) not in cut_ids] + [p for part in parts for p in part]
-        return _first_and_rest(whole, [ln for ln in whole if (ln.key[0] + ln.key[2]) / 2 < cut])
+        return _first_and_rest(whole, [ln for ln in whole if ln.centre_x < cut])
     return None
 
 
@@ -251,15 +259,14 @@ def _thin_bands(lines: list[Line], unit: float) -> list[tuple[float, float]]:
 
 def _pitch(lines: list[Line], unit: float) -> float:
     """The usual distance between the centres of consecutive lines of a column."""
-    centres = sorted((ln.key[1] + ln.key[3]) / 2 for ln in lines)
+    centres = sorted(ln.centre_y for ln in lines)
     steps = [b - a for a, b in itertools.pairwise(centres) if 0.5 * unit < b - a < 3 * unit]
     return statistics.median(steps) if steps else 1.5 * unit
 
 
 def _near(line: Line, others: list[Line], pitch: float) -> bool:
     """A line of `others` lies above or below `line` at about one pitch."""
-    centre = (line.key[1] + line.key[3]) / 2
-    return any(abs((ln.key[1] + ln.key[3]) / 2 - centre) <= 1.3 * pitch for ln in others)
+    return any(abs(ln.centre_y - line.centre_y) <= 1.3 * pitch for ln in others)
 
 
 def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float) -> bool:
@@ -267,7 +274,7 @@ def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float) -> 
     either side: a gutter between narrow columns in a small font (a word space does not line up down so many
     lines). List numbers and bullets in boxes of their own are not a column of text."""
     cut = (col[0] + col[1]) / 2
-    sides = [[ln for ln in lines if ((ln.key[0] + ln.key[2]) / 2 < cut) == left] for left in (True, False)]
+    sides = [[ln for ln in lines if (ln.centre_x < cut) == left] for left in (True, False)]
     return col[1] - col[0] >= 0.3 * unit and all(
         len(side) >= 4 and statistics.median(ln.key[2] - ln.key[0] for ln in side) >= 2 * unit for side in sides)
 
@@ -278,7 +285,7 @@ def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: floa
     row gap may be a paragraph break that lines up across the columns, and the page reads across them."""
     for gap, below in [(gap, True) for gap in rows[:EDGE_ROWS]] + [(gap, False) for gap in rows[::-1][:EDGE_ROWS]]:
         middle = (gap[0] + gap[1]) / 2
-        rest = [ln for ln in lines if ((ln.key[1] + ln.key[3]) / 2 > middle) == below]
+        rest = [ln for ln in lines if (ln.centre_y > middle) == below]
         gutter = _widest(_gaps([(ln.key[0], ln.key[2]) for ln in rest]))
         if gutter is not None and gutter[1] - gutter[0] >= 0.5 * unit:
             return gap
@@ -321,16 +328,16 @@ def _gaps(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def _is_table(lines: list[Line], cut: float, unit: float) -> bool:
     """Short cells on both sides of a gutter whose rows line up: a table, read row by row."""
-    left = [ln for ln in lines if (ln.key[0] + ln.key[2]) / 2 < cut]
-    right = [ln for ln in lines if (ln.key[0] + ln.key[2]) / 2 >= cut]
+    left = [ln for ln in lines if ln.centre_x < cut]
+    right = [ln for ln in lines if ln.centre_x >= cut]
     if len(left) < 2 or len(right) < 2:
         return False
     if statistics.median(len(ln.text) for ln in lines) > 16:
         return False
     if _prose(left) and _prose(right):
         return False  # narrow columns of running text: short lines too, and they line up as well
-    centres = [(ln.key[1] + ln.key[3]) / 2 for ln in right]
-    paired = sum(any(abs((ln.key[1] + ln.key[3]) / 2 - c) < 0.5 * unit for c in centres) for ln in left)
+    centres = [ln.centre_y for ln in right]
+    paired = sum(any(abs(ln.centre_y - c) < 0.5 * unit for c in centres) for ln in left)
     return paired >= 0.6 * min(len(left), len(right))
 
 
@@ -348,8 +355,8 @@ def _prose(lines: list[Line]) -> bool:
 
 def _rows(lines: list[Line], unit: float) -> list[list[Line]]:
     ordered: list[list[Line]] = []
-    for ln in sorted(lines, key=lambda ln: (ln.key[1] + ln.key[3]) / 2):
-        centre = (ln.key[1] + ln.key[3]) / 2
+    for ln in sorted(lines, key=lambda ln: ln.centre_y):
+        centre = ln.centre_y
         if ordered and abs(centre - _centre(ordered[-1])) < 0.5 * unit:
             ordered[-1].append(ln)
         else:
@@ -360,7 +367,7 @@ def _rows(lines: list[Line], unit: float) -> list[list[Line]]:
 
 
 def _centre(row: list[Line]) -> float:
-    return statistics.mean((ln.key[1] + ln.key[3]) / 2 for ln in row)
+    return statistics.mean(ln.centre_y for ln in row)
 
 
 def _group(ordered: list[Line | Block], unit: float) -> list[Block]:
