@@ -6,6 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from common.formats.structure import PageLayout
+from common.formats.xml_text import scrub
 
 NS = "http://www.loc.gov/standards/alto/ns-v4#"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
@@ -43,7 +44,7 @@ def render(job, pages: list[PageLayout]) -> bytes:
         _page(layout, order, page)
     if not len(order):
         alto.remove(order)  # a ReadingOrder must hold a group, and no page was read
-    ET.indent(alto, space=" ")
+    ET.indent(scrub(alto), space=" ")
     return ET.tostring(alto, encoding="utf-8", xml_declaration=True)
 
 
@@ -53,7 +54,7 @@ def _page(layout: ET.Element, order: ET.Element, page: PageLayout) -> None:
     if page.confidence is not None:
         attrs["PC"] = f"{page.confidence:.4f}"
     if page.error:
-        attrs |= {"QUALITY": "MISSING", "QUALITY_DETAIL": page.error}
+        attrs |= {"QUALITY": "Missing", "QUALITY_DETAIL": page.error}
     element = ET.SubElement(layout, f"{{{NS}}}Page", attrs)
     blocks = [b for b in page.blocks if b["kind"] == "figure" or b["lines"]]
     if not blocks:

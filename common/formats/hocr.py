@@ -6,6 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from common.formats.structure import PageLayout
+from common.formats.xml_text import scrub
 
 XHTML = "http://www.w3.org/1999/xhtml"
 DOCTYPE = ('<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN" '
@@ -33,7 +34,7 @@ def render(job, pages: list[PageLayout]) -> bytes:
     body = ET.SubElement(html, "body")
     for page in pages:
         _page(body, page)
-    ET.indent(html, space=" ")
+    ET.indent(scrub(html), space=" ")
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + DOCTYPE.encode() + ET.tostring(html, encoding="utf-8",
                                                                                         xml_declaration=False)
 

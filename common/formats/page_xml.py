@@ -10,6 +10,7 @@ import zipfile
 from datetime import UTC, datetime
 
 from common.formats.structure import PageLayout
+from common.formats.xml_text import scrub
 
 NS = "http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
@@ -71,7 +72,7 @@ def page_document(page: PageLayout, *, created: str, name: str | None) -> bytes:
             _text_region(table, block, f"{region_id}_text", "paragraph")
         else:
             _text_region(element, block, region_id, TEXT_TYPES.get(block["kind"], "paragraph"))
-    ET.indent(root, space=" ")
+    ET.indent(scrub(root), space=" ")
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
