@@ -92,11 +92,16 @@ def worker(
         end_with_parent(settings.supervisor_pid)
     # Prometheus' multiprocess mode is chosen when prometheus_client is imported: the folder goes first.
     prepare_multiprocess(settings)
+    from worker.engines.needs import MissingPackages
     from worker.run import run_worker
 
-    run_worker(settings, queues=queues.split(",") if queues else None,
-               concurrency=concurrency or settings.worker_concurrency, beat=beat, pool=pool,
-               gpu=gpu, lane=lane)
+    try:
+        run_worker(settings, queues=queues.split(",") if queues else None,
+                   concurrency=concurrency or settings.worker_concurrency, beat=beat, pool=pool,
+                   gpu=gpu, lane=lane)
+    except MissingPackages as exc:
+        typer.echo(f"ocrq worker: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 app.command("engine")(engine)

