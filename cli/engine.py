@@ -13,7 +13,8 @@ from worker.engines.profiles import DEFAULT_MODEL, INTERACTIVE_BULK_SM_PERCENT, 
 
 
 def engine(
-    profile: Annotated[str, typer.Option(help=f"Card profile: {', '.join(PROFILES)}.")] = "h200",
+    profile: Annotated[str, typer.Option(
+        help=f"Card profile: auto (by the card's name and memory), {', '.join(PROFILES)}.")] = "auto",
     backend: Annotated[str, typer.Option(help="vllm (GPU) or cpu (rapidocr stand-in, same API).")] = "vllm",
     model: Annotated[str, typer.Option(help="Hub id or local model directory.")] = DEFAULT_MODEL,
     port: Annotated[int, typer.Option(help="First engine's port; further engines take the next ones.")] = 8100,
@@ -80,6 +81,18 @@ def engine(
     if refusal := engine_launcher.known_bad(engine_launcher.installed_versions()):
         typer.echo(f"error: {refusal}", err=True)
         raise typer.Exit(2)
+    found = engine_launcher.detect_gpus()
+    wanted = {g.strip() for g in gpus.split(",") if g.strip()}
+    chosen_gpus = [g for g in found if not wanted or g["index"] in wanted]
+    if dry_run and not chosen_gpus:
+        chosen_gpus = [{"index": g or "0", "name": "", "memory_gib": 80.0} for g in (wanted or {"0"})]
+    if profile == "auto":
+        try:
+            profile = engine_launcher.auto_profile(chosen_gpus)
+        except RuntimeError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--profile") from exc
+        cards = sorted({f"{g.get('name') or 'GPU'} ({g['memory_gib']:.0f} GiB)" for g in chosen_gpus})
+        logging.getLogger("ocrq.engine").info("profile %s, chosen for %s", profile, ", ".join(cards))
     try:
         chosen = get_profile(
             profile,
@@ -97,11 +110,6 @@ def engine(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    found = engine_launcher.detect_gpus()
-    wanted = {g.strip() for g in gpus.split(",") if g.strip()}
-    chosen_gpus = [g for g in found if not wanted or g["index"] in wanted]
-    if dry_run and not chosen_gpus:
-        chosen_gpus = [{"index": g or "0", "memory_gib": 80.0} for g in (wanted or {"0"})]
     card_lanes = lane_list or ("bulk",) * engines_per_gpu
     engine_count = len(card_lanes)
     state = state_dir or engine_launcher.default_state_dir(port)

@@ -16,6 +16,8 @@
 #                                                     norms, the decoder's q/k norm and rotary fused or not; the
 #                                                     engines served after it run the fastest that the selfcheck
 #                                                     passed)
+#          h100                                       (issue 54 #1: the h200 profile and the auto-chosen one on this
+#                                                     card, KV tokens, steady pages/s and preemptions)
 #          feed2                                      (issue 21 #4: the threads layout end to end with the host's
 #                                                     CPU sampled, then with the engine at nice -10, twice)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
@@ -138,7 +140,7 @@ step_check() {
 }
 
 step_before() {
-  serve_or_safe before-bf16 --profile h200 --no-encoder-plugin || return
+  serve_or_safe before-bf16 --profile h200 --kv-cache-dtype bf16 --no-encoder-plugin || return
   bench 120 probe before-bf16 --tokens 48
   bench 150 single before-bf16 --tokens 1000 --repeats 1
   bench 330 http before-bf16 --pages 256 --tokens 1000
@@ -146,7 +148,7 @@ step_before() {
 }
 
 step_after() {
-  serve_or_safe after-bf16 --profile h200 || return
+  serve_or_safe after-bf16 --profile h200 --kv-cache-dtype bf16 || return
   bench 120 probe after-bf16 --tokens 48
   bench 150 single after-bf16 --tokens 1000 --repeats 2
   bench 240 http after-bf16 --pages 256 --tokens 1000
@@ -184,7 +186,7 @@ step_anatomy() {  # issue 9: the decode step's parts outside the engine, then th
   local prof=$run/profile
   say "decode step parts (bench/gpu_decode.py)"
   timeout 300 python3 bench/gpu_decode.py --out "$results" 2>&1 | cut -c1-300 | tee -a "$run/progress.txt"
-  serve_or_safe base-bf16 --profile h200 --vllm-args "--profiler-config '{\"profiler\": \"torch\", \
+  serve_or_safe base-bf16 --profile h200 --kv-cache-dtype bf16 --vllm-args "--profiler-config '{\"profiler\": \"torch\", \
 \"torch_profiler_dir\": \"$prof\", \"torch_profiler_with_stack\": false}'" || return
   bench 150 http base-bf16 --pages 256 --tokens 1000
   bench 120 http base-bf16-prefill --pages 256 --tokens 1
@@ -204,7 +206,7 @@ step_fp8steady() {  # fp8 KV cache, all at once and steady
 }
 
 step_block() {  # KV cache blocks of 128 tokens instead of vLLM's 16
-  serve_or_safe block128-bf16 --profile h200 --vllm-args "--block-size 128" || return
+  serve_or_safe block128-bf16 --profile h200 --kv-cache-dtype bf16 --vllm-args "--block-size 128" || return
   bench 150 http block128-bf16 --pages 256 --tokens 1000
   steady block128-bf16 "$url"
   unserve
@@ -229,7 +231,7 @@ agree_engine() {  # agree_engine LABEL STEADY(0|1) [ocrq engine options...]: gre
 }
 
 step_agree() {  # issue 21: fp8 KV (FA3, FlashInfer) against bf16, greedy, the first 128 tokens of 16 pages; steady pages/s
-  serve_or_safe agree-bf16 --profile h200 || return
+  serve_or_safe agree-bf16 --profile h200 --kv-cache-dtype bf16 || return
   share 240 equality agree-bf16 --urls "$url" --pages 16 --tokens 128 --greedy --save "$run/agree-bf16.json"
   have 900 && steady agree-bf16 "$url"
   unserve
@@ -366,6 +368,29 @@ step_feed2() {  # issue 21 #4, what the stack's 5 % is: the threads layout end t
   have 330 && stack_e2e feed2-threads-nice-2 1024
 }
 
+kv_of() {  # kv_of LABEL: the KV cache tokens the engine at $url reports (vllm:cache_config_info), into results
+  timeout 30 python3 -c 'import json, sys
+from worker.engines.launcher import kv_tokens
+print(json.dumps({"mode": "kv", "label": sys.argv[2], "kv_tokens": kv_tokens(sys.argv[1])}))' "$url" "$1" \
+    | tee -a "$results" "$run/progress.txt"
+}
+
+step_h100() {  # issue 54 #1 on one card: the h200 profile (512 sequences, fp8) against `--profile auto`, steady
+  serve_or_safe h200-here --profile h200 --kv-cache-dtype fp8 || return
+  kv_of h200-here
+  engine_facts h200-here
+  steady h200-here "$url"
+  unserve
+  serve_or_safe auto --profile auto || return
+  grep -h "chosen for\|KV cache\|preempt" "$run/logs/auto.launcher.log" | cut -c1-300 | tee -a "$run/progress.txt"
+  kv_of auto
+  engine_facts auto
+  steady auto "$url"
+  have 150 && bench 200 http auto-lp-steady --url "$url" --pages 768 --concurrency 256 --tokens 1000 --logprobs
+  have 150 && steady auto-2 "$url"
+  unserve
+}
+
 step_logprobs() {  # issue 32: steady pages/s with and without each sampled token's logprob, alternated on one engine
   READY_S=480 serve logprobs-fp8 --profile h200 --kv-cache-dtype fp8 || return
   engine_facts logprobs-fp8
@@ -417,7 +442,7 @@ EOF
 
 pair() {  # pair LABEL [ocrq engine options...]: two bulk engines on one weight copy, under MPS
   local label=$1; shift
-  serve_many "$label" 2 --profile h200 --engines-per-gpu 2 --share-weights --mps on --api-server-count 2 "$@" \
+  serve_many "$label" 2 --profile h200 --kv-cache-dtype bf16 --engines-per-gpu 2 --share-weights --mps on --api-server-count 2 "$@" \
     || return 1
   grep -hE "MPS" "$run/logs/$label.launcher.log" | cut -c1-200 | tee -a "$run/progress.txt"
   bench 150 http "$label" --url "$(urls_of 2)" --pages 256 --tokens 1000
@@ -451,8 +476,8 @@ step_lanes() {  # issue 4 #3, #4 and issue 9 #2: bulk and interactive engines on
   timeout 300 bash deploy/gpu/services.sh > "$svc_log" 2>&1 &
   local svc_pid=$!
   grep -q '"same_output": true' "$results" 2>/dev/null || { share_flag=--no-share-weights; say "IPC check failed: lanes without sharing"; }
-  if ! serve_many lanes 2 --profile h200 --lanes bulk,interactive "$share_flag"; then
-    [ "$share_flag" = --no-share-weights ] || serve_many lanes-own 2 --profile h200 --lanes bulk,interactive \
+  if ! serve_many lanes 2 --profile h200 --kv-cache-dtype bf16 --lanes bulk,interactive "$share_flag"; then
+    [ "$share_flag" = --no-share-weights ] || serve_many lanes-own 2 --profile h200 --kv-cache-dtype bf16 --lanes bulk,interactive \
       --no-share-weights || { wait "$svc_pid"; return; }
   fi
   wait "$svc_pid" || { say "services failed: $(tail -n 3 "$svc_log")"; unserve; return; }
@@ -474,7 +499,7 @@ step_lanes() {  # issue 4 #3, #4 and issue 9 #2: bulk and interactive engines on
 step_lanes2() {  # issue 4 #3, #4 again: 8 interactive worker processes (one per interactive sequence), quicker start
   timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
   local svc_pid=$!
-  serve_many lanes2 2 --profile h200 --lanes bulk,interactive --share-weights --api-server-count 2 \
+  serve_many lanes2 2 --profile h200 --kv-cache-dtype bf16 --lanes bulk,interactive --share-weights --api-server-count 2 \
     || { wait "$svc_pid"; return; }
   wait "$svc_pid" || { say "services failed"; unserve; return; }
   OCRQ_ENGINE_URLS=$(urls_of 1) OCRQ_ENGINE_INTERACTIVE_URLS=http://127.0.0.1:$((port + 1)) OCRQ_ENGINE_MODEL=$name \
@@ -492,7 +517,7 @@ lanes_mps() {  # lanes_mps LABEL [ocrq engine options...]: bulk + interactive on
   timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
   local svc_pid=$!
   say "MPS control binary: $(command -v nvidia-cuda-mps-control || echo none)"
-  serve_many "$label" 2 --profile h200 --lanes bulk,interactive --share-weights --api-server-count 2 "$@" \
+  serve_many "$label" 2 --profile h200 --kv-cache-dtype bf16 --lanes bulk,interactive --share-weights --api-server-count 2 "$@" \
     || { wait "$svc_pid"; return 1; }
   grep -hE "MPS" "$run/logs/$label.launcher.log" | cut -c1-200 | tee -a "$run/progress.txt"
   wait "$svc_pid" || { say "services failed"; unserve; return 1; }
@@ -538,7 +563,7 @@ step_nomps() {  # time-slicing the card (no MPS)
 }
 
 step_share4() {  # issue 4 #1, #2: four engines, one copy of the weights, 8 GiB of KV cache each
-  serve_many share4 4 --profile h200 --engines-per-gpu 4 --share-weights --kv-cache-gib 8 \
+  serve_many share4 4 --profile h200 --kv-cache-dtype bf16 --engines-per-gpu 4 --share-weights --kv-cache-gib 8 \
     --api-server-count 1 --renderer-workers 2 || return
   share 90 memory shared-4 --urls "$(urls_of 4)"
   share 180 equality shared-4 --urls "$(urls_of 4)" --pages 3 --tokens 64
@@ -546,7 +571,7 @@ step_share4() {  # issue 4 #1, #2: four engines, one copy of the weights, 8 GiB 
 }
 
 step_own4() {  # the same four engines, each with its own copy
-  serve_many own4 4 --profile h200 --engines-per-gpu 4 --no-share-weights --kv-cache-gib 8 \
+  serve_many own4 4 --profile h200 --kv-cache-dtype bf16 --engines-per-gpu 4 --no-share-weights --kv-cache-gib 8 \
     --api-server-count 1 --renderer-workers 2 || return
   share 90 memory own-4 --urls "$(urls_of 4)"
   unserve

@@ -56,7 +56,7 @@ def test_every_profile_applies_lighton_flags_and_sizes(name):
     assert flag(argv, "--max-num-seqs") == str(profile.max_num_seqs)
     assert flag(argv, "--api-server-count") == str(profile.api_server_count)
     assert flag(argv, "--renderer-num-workers") == str(profile.renderer_workers)
-    assert flag(argv, "--kv-cache-dtype") == "auto"
+    assert flag(argv, "--kv-cache-dtype") == ("fp8" if name in ("h100", "h200") else "auto")  # fp8 native on Hopper
     assert flag(argv, "--port") == "8123"
 
 
@@ -78,7 +78,7 @@ def test_fp8_kv_cache_override():
 
 
 def test_h200_decodes_fp8_through_flashinfer_and_bf16_through_fa3():
-    fp8, bf16 = get_profile("h200", kv_cache_dtype="fp8"), get_profile("h200")
+    fp8, bf16 = get_profile("h200", kv_cache_dtype="fp8"), get_profile("h200", kv_cache_dtype="bf16")
     assert flag(serve_argv(fp8), "--attention-backend") == "FLASHINFER"
     assert flag(serve_argv(bf16), "--attention-backend") == "FLASH_ATTN"
     interactive = profiles.for_lane(fp8, "interactive")
@@ -98,7 +98,7 @@ def test_the_host_decides_whether_flashinfer_can_run(kernels, backend, cubin_env
     fp8 = profiles.on_host(get_profile("h200", kv_cache_dtype="fp8"), kernels=kernels)
     assert flag(serve_argv(fp8), "--attention-backend") == backend
     assert profiles.plugin_env(fp8).get("VLLM_HAS_FLASHINFER_CUBIN") == cubin_env
-    bf16 = profiles.on_host(get_profile("h200"), kernels=kernels)
+    bf16 = profiles.on_host(get_profile("h200", kv_cache_dtype="bf16"), kernels=kernels)
     assert flag(serve_argv(bf16), "--attention-backend") == "FLASH_ATTN"
     assert "VLLM_HAS_FLASHINFER_CUBIN" not in profiles.plugin_env(bf16)
     # Asked for by name, FlashInfer runs whatever the host has (and decodes with XQA where it compiles here).
@@ -203,7 +203,7 @@ def test_plan_two_engines_on_each_of_two_gpus():
 def test_plan_lanes_sharing_one_copy_of_the_weights(tmp_path):
     gpus = [{"index": "3", "memory_gib": 140.0}]
     bulk, interactive = engine_launcher.plan_vllm(
-        profile=get_profile("h200"), model="/m", gpus=gpus, lanes=("bulk", "interactive"), share_weights=True,
+        profile=get_profile("h200", kv_cache_dtype="bf16"), model="/m", gpus=gpus, lanes=("bulk", "interactive"), share_weights=True,
         state_dir=tmp_path, load_format="dummy", port=8100,
     )
     assert (bulk.role, interactive.role) == ("holder", "attached")

@@ -6,6 +6,7 @@ import functools
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,8 +30,11 @@ from worker.engines.profiles import (
     INTERACTIVE_BULK_SM_PERCENT,
     Profile,
     capped,
+    choose_profile,
     flashinfer_kernels,
     for_lane,
+    kv_shortfall,
+    kv_tokens_estimate,
     on_host,
     plugin_env,
     serve_argv,
@@ -56,6 +60,7 @@ class EngineSpec:
     lane: str = "bulk"
     role: str = "own"  # own | holder | attached
     group: str | None = None
+    profile: Profile | None = None  # a vLLM engine's, to check its KV cache once it serves
     shared_dir: Path | None = None
 
 
@@ -69,19 +74,54 @@ class RunningEngine:
 
 
 def detect_gpus() -> list[dict]:
-    """This host's GPUs as [{'index': '0', 'memory_gib': 139.8}], from nvidia-smi; [] without one."""
+    """This host's GPUs as [{'index': '0', 'name': 'NVIDIA H100 80GB HBM3', 'memory_gib': 79.6}], from
+    nvidia-smi (NVML's answers); [] without one."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"],
+            ["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     gpus = []
     for line in out.strip().splitlines():
-        index, mib = (part.strip() for part in line.split(","))
-        gpus.append({"index": index, "memory_gib": float(mib) / 1024})
+        parts = [part.strip() for part in line.split(",")]
+        gpus.append({"index": parts[0], "name": ", ".join(parts[1:-1]), "memory_gib": float(parts[-1]) / 1024})
     return gpus
+
+
+def auto_profile(gpus: list[dict]) -> str:
+    """The profile for these cards: the one for the smallest of them, so that every engine fits its card."""
+    if not gpus:
+        raise RuntimeError("no GPU found (nvidia-smi) to choose a profile for; name one with --profile")
+    smallest = min(gpus, key=lambda g: g["memory_gib"])
+    return choose_profile(smallest.get("name", ""), smallest["memory_gib"])
+
+
+def kv_tokens(engine_url: str) -> int | None:
+    """The KV cache tokens a running vLLM engine reports (vllm:cache_config_info: num_gpu_blocks x block_size)."""
+    try:
+        text = httpx.get(f"{engine_url.rstrip('/')}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            try:
+                return int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+            except (KeyError, ValueError):
+                return None
+    return None
+
+
+def check_kv(spec: EngineSpec) -> str | None:
+    """Warn when a serving engine's KV cache cannot hold its profile's max_num_seqs steady pages."""
+    if spec.profile is None or (tokens := kv_tokens(spec.url)) is None:
+        return None
+    log.info("%s: KV cache %s tokens", spec.name, f"{tokens:,}")
+    if shortfall := kv_shortfall(spec.profile, tokens):
+        log.warning("%s: %s", spec.name, shortfall)
+    return shortfall
 
 
 def default_state_dir(port: int) -> Path:
@@ -136,6 +176,9 @@ def plan_vllm(
         sized = [for_lane(card, lane) for lane in lanes]
         if len(sized) > 1:
             sized = size_engines(sized, total_gib=gpu["memory_gib"], share_weights=share_weights)
+        for engine_profile in sized:
+            if shortfall := kv_shortfall(engine_profile, kv_tokens_estimate(engine_profile, total_gib=gpu["memory_gib"])):
+                log.warning("GPU %s (%.0f GiB), estimated: %s", gpu["index"], gpu["memory_gib"], shortfall)
         shared_dir = state_dir / f"gpu{gpu['index']}" if share_weights else None
         for i, (lane, engine_profile) in enumerate(zip(lanes, sized)):
             engine_port = port + len(specs)
@@ -169,6 +212,7 @@ def plan_vllm(
                     role=role,
                     group=f"gpu{gpu['index']}" if share_weights else None,
                     shared_dir=shared_dir,
+                    profile=engine_profile,
                 )
             )
     return specs
@@ -231,6 +275,7 @@ def wait_ready(engine: RunningEngine, *, timeout_s: float, stop: threading.Event
             log.info(
                 "%s ready at %s after %.1f s", engine.spec.name, engine.spec.url, time.monotonic() - engine.started_at
             )
+            check_kv(engine.spec)
             return True
         time.sleep(1.0)
     return False

@@ -30,6 +30,9 @@ LIGHTON_FLAGS: tuple[str, ...] = (
     "--no-enable-prefix-caching",
 )
 
+# The steady page the profiles are sized for: a letter or A4 page at 1540 px (1190 x 1540: 2,377 prompt tokens,
+# measured) and 1,000 generated tokens, a dense page's markdown.
+STEADY_PAGE_TOKENS = 2377 + 1000
 # KV cache bytes per token of LightOnOCR-2-1B's decoder: 28 layers x (K, V) x 8 KV heads x 128 x 2 bytes.
 KV_BYTES_PER_TOKEN_BF16 = 28 * 2 * 8 * 128 * 2
 # Estimates for sizing several engines on one card: the weights (1.88 GiB measured) and what one engine
@@ -112,21 +115,53 @@ PROFILES: dict[str, Profile] = {
         max_num_batched_tokens=16384,
         api_server_count=4,
         renderer_workers=8,
+        # fp8 KV: 10.20 steady pages/s against bf16's 7.75 on one H200 (BENCHMARKS.md, issue 21), and room for
+        # the 512 sequences (2.2 M tokens estimated; bf16's 1.1 M would hold 329 steady pages).
+        kv_cache_dtype="fp8",
         pair_size=16,
         # FA3 reads bf16 KV at 4.0-4.2 TB/s but fp8 at 2.4-2.7; FlashInfer's XQA reads fp8 at 3.4-3.8 and gave
         # 9.46 steady pages/s against FA3's 8.02 (BENCHMARKS.md, issue 21).
         attention_backend="FLASH_ATTN",
         fp8_attention_backend="FLASHINFER",
     ),
+    # One 80 GB H100 (fp8 KV native on Hopper). The h200 profile's 512 sequences preempted there: 529 times in
+    # 768 steady pages. 224 sequences of STEADY_PAGE_TOKENS need 0.76 M tokens, 40 GiB of fp8 KV, within the
+    # card's share after the weights and the engine's own memory (kv_tokens_estimate: 1.2 M).
+    "h100": Profile(
+        name="h100",
+        gpu_memory_utilization=0.92,
+        max_num_seqs=224,
+        max_num_batched_tokens=16384,
+        api_server_count=4,
+        renderer_workers=8,
+        kv_cache_dtype="fp8",
+        pair_size=16,
+        attention_backend="FLASH_ATTN",
+        fp8_attention_backend="FLASHINFER",
+    ),
+    # bf16 KV (no fp8 attention before Hopper): about 0.61 M tokens on paper, 180 steady pages; 176 sequences.
     "a100-80": Profile(
         name="a100-80",
         gpu_memory_utilization=0.90,
-        max_num_seqs=256,
+        max_num_seqs=176,
         max_num_batched_tokens=16384,
         api_server_count=2,
         renderer_workers=4,
         pair_size=8,
     ),
+    # 48 GB cards (L40S, L40, RTX 6000 Ada, A6000), sized on paper: 0.90 x 48 GiB less weights and the engine's
+    # memory leaves about 36 GiB, 0.33 M bf16 KV tokens, 98 steady pages; 80 sequences keep a margin. vLLM picks the
+    # attention backend (no FA3 before Hopper).
+    "l40s": Profile(
+        name="l40s",
+        gpu_memory_utilization=0.90,
+        max_num_seqs=80,
+        max_num_batched_tokens=8192,
+        api_server_count=2,
+        renderer_workers=4,
+        pair_size=8,
+    ),
+    # 24 GB cards (L4, A10, RTX 4090): about 14 GiB of bf16 KV, 0.13 M tokens, 38 steady pages.
     "24gb": Profile(
         name="24gb",
         gpu_memory_utilization=0.90,
@@ -148,6 +183,49 @@ PROFILES: dict[str, Profile] = {
 }
 
 _FIELD_TYPES = {f.name: f.type for f in fields(Profile)}
+
+
+def choose_profile(card: str, memory_gib: float) -> str:
+    """The profile for a card, by its name (as nvidia-smi or NVML gives it) and its memory."""
+    name = card.upper()
+    if "GH200" in name:  # Grace Hopper: 96 GB (an H100's die) or 144 GB (an H200's)
+        return "h200" if memory_gib >= 120 else "h100"
+    if "H200" in name:
+        return "h200"
+    if any(k in name for k in ("H100", "H800")) and memory_gib >= 70:
+        return "h100"
+    if "A100" in name and memory_gib >= 70:
+        return "a100-80"
+    if memory_gib >= 120:
+        return "h200"
+    if memory_gib >= 70:
+        return "a100-80"
+    if memory_gib >= 40:
+        return "l40s"
+    if memory_gib >= 22:
+        return "24gb"
+    return "16gb"
+
+
+def kv_tokens_estimate(profile: Profile, *, total_gib: float) -> int:
+    """The KV cache tokens an engine of this profile should get on a card of total_gib: its share less the
+    weights and the engine's own memory (a fixed kv_cache_gib is taken as it is)."""
+    if profile.kv_cache_gib is not None:
+        kv_gib = profile.kv_cache_gib
+    else:
+        kv_gib = profile.gpu_memory_utilization * total_gib - WEIGHTS_GIB - ENGINE_OVERHEAD_GIB
+    return max(int(kv_gib * 2**30 // profile.kv_bytes_per_token), 0)
+
+
+def kv_shortfall(profile: Profile, kv_tokens: int) -> str | None:
+    """Why a KV cache of kv_tokens cannot hold the profile's max_num_seqs steady pages, or None when it can."""
+    wanted = profile.max_num_seqs * STEADY_PAGE_TOKENS
+    if kv_tokens >= wanted:
+        return None
+    fits = kv_tokens // STEADY_PAGE_TOKENS
+    return (f"profile {profile.name}: a KV cache of {kv_tokens:,} tokens holds {fits} pages of {STEADY_PAGE_TOKENS:,} "
+            f"tokens, not its max_num_seqs {profile.max_num_seqs}: a steady load will preempt and recompute; use "
+            f"--max-num-seqs {max(fits, 1)} or a profile for this card")
 
 
 def get_profile(name: str, **overrides: object) -> Profile:
