@@ -41,6 +41,9 @@ class WorkerMetrics:
         self.pages = Counter(
             "ocrq_pages_processed", "Pages a worker finished (succeeded, failed) or put back for a retry.",
             ["outcome"], registry=self.registry)
+        self.sources = Counter(
+            "ocrq_pages_by_source", "Pages read, by where their text came from (text_layer, ocr).",
+            ["source"], registry=self.registry)
         self.engine_errors = Counter(
             "ocrq_engine_errors", "Pages the engine could not read, by kind (overloaded, oom, timeout, ...).",
             ["kind"], registry=self.registry)
@@ -56,8 +59,10 @@ class WorkerMetrics:
         else:
             self.engine_seconds.labels(engine=engine).observe(seconds)
 
-    def page_done(self, outcome: str) -> None:
+    def page_done(self, outcome: str, source: str | None = None) -> None:
         self.pages.labels(outcome=outcome).inc()
+        if source:
+            self.sources.labels(source=source).inc()
 
 
 def install(app: Celery, settings: Settings) -> None:

@@ -28,6 +28,7 @@ from common.jobs.schemas import (
     JobStatus,
     JobSummary,
     JobView,
+    OcrMode,
     Output,
     PageError,
     PageList,
@@ -57,6 +58,7 @@ SUBMIT_BODY = {
                     "file": {"type": "string", "format": "binary"},
                     "pages": {"type": "string"},
                     "output": {"type": "string", "enum": list(get_args(Output))},
+                    "ocr": {"type": "string", "enum": list(get_args(OcrMode))},
                     "webhook_url": {"type": "string"},
                     "priority": {"type": "string", "enum": ["interactive", "bulk"]},
                     "metadata": {"type": "string", "description": "a JSON object, echoed back"},
@@ -123,7 +125,7 @@ def summary(request: Request, svc: Services, job) -> dict:
         download = svc.storage.presign(results.object_key(job.result_key, job.output), ttl_s=svc.settings.presign_ttl_s)
     return {
         "id": job.id, "status": job.status, "source": job.source_kind, "filename": job.filename,
-        "output": job.output, "priority": job.priority, "batch_id": job.batch_id, "pages_total": job.pages_total,
+        "output": job.output, "ocr": job.ocr, "priority": job.priority, "batch_id": job.batch_id, "pages_total": job.pages_total,
         "pages_done": job.pages_done, "pages_failed": job.pages_failed, "error": job.error, "metadata": job.meta,
         "created_at": job.created_at, "started_at": job.started_at, "finished_at": job.finished_at,
         "expired_at": job.expired_at, "erased_at": job.erased_at, "links": links(request, job.id, download),

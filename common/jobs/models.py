@@ -31,6 +31,7 @@ class Job(Base):
     pages_done: Mapped[int] = mapped_column(Integer, default=0)
     pages_failed: Mapped[int] = mapped_column(Integer, default=0)
     output: Mapped[str] = mapped_column(String(16), default="markdown")
+    ocr: Mapped[str] = mapped_column(String(8), default="auto", server_default="auto")
     priority: Mapped[str] = mapped_column(String(16), default="bulk")
     webhook_url: Mapped[str | None] = mapped_column(Text)
     meta: Mapped[dict | None] = mapped_column("metadata", default=None)
@@ -70,6 +71,8 @@ class Page(Base):
     width: Mapped[int | None] = mapped_column(Integer)
     height: Mapped[int | None] = mapped_column(Integer)
     engine: Mapped[str | None] = mapped_column(String(32))
+    # Where the page's text came from: "text_layer" (the PDF's own text) or "ocr".
+    source: Mapped[str | None] = mapped_column(String(16))
     # The engine server that read the page (vLLM engines only).
     engine_url: Mapped[str | None] = mapped_column(String(512))
     model: Mapped[str | None] = mapped_column(String(256))

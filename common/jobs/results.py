@@ -54,6 +54,7 @@ def page_json(page: Page) -> dict:
         "width": page.width,
         "height": page.height,
         "engine": page.engine,
+        "source": page.source,
         "model": page.model,
         "seconds": round(page.seconds, 4) if page.seconds is not None else None,
         "error": page.error,
@@ -65,7 +66,7 @@ def page_json(page: Page) -> dict:
 
 def page_text(page: Page, fmt: str) -> dict:
     """One finished page for `GET /jobs/{id}/pages`: its text in `fmt` (json: the engine's markdown with blocks)."""
-    view = {"page": page.index + 1, "status": page.status, "error": page.error,
+    view = {"page": page.index + 1, "status": page.status, "error": page.error, "source": page.source,
             "text": markdown_to_text(page.text).strip() if fmt == "text" and page.text else page.text}
     if fmt == "json":
         view |= {"width": page.width, "height": page.height, "rotation": page.rotation, "blocks": page.blocks}

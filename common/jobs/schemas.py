@@ -13,6 +13,10 @@ Output = Literal["markdown", "text", "json", "pdf", "hocr", "alto", "page"]
 # What GET /jobs/{id}/result gives (README: Result formats); a job's `output` is its default.
 ResultFormat = Output
 JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
+# auto: a PDF page is read from its own text where that can be trusted, else OCR'd; always: every page OCR'd;
+# never: text layers only, a page without a trusted one fails (README: Born-digital PDFs).
+OcrMode = Literal["auto", "always", "never"]
+PageSource = Literal["text_layer", "ocr"]
 
 
 class JobOptions(BaseModel):
@@ -20,6 +24,7 @@ class JobOptions(BaseModel):
 
     pages: str | None = Field(default=None, max_length=256, examples=["1-3,7"])
     output: Output = "markdown"
+    ocr: OcrMode = "auto"
     webhook_url: str | None = Field(default=None, max_length=2048)
     priority: Priority = "bulk"
     metadata: dict[str, Any] | None = None
@@ -60,6 +65,7 @@ class JobSummary(BaseModel):
     source: Literal["upload", "url", "s3"]
     filename: str | None
     output: Output
+    ocr: OcrMode = "auto"
     priority: Priority
     batch_id: str | None = None
     pages_total: int
@@ -94,6 +100,7 @@ class PageText(BaseModel):
     status: Literal["succeeded", "failed"]
     text: str | None
     error: str | None
+    source: PageSource | None = Field(default=None, description="text_layer: the PDF's own text; ocr: read by OCR")
     width: int | None = None
     height: int | None = None
     rotation: int | None = None

@@ -66,7 +66,7 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
     job = Job(
         id=job_id, tenant_id=tenant_id, status="queued", source_kind=source.kind, source_uri=source.uri,
         source_key=key, source_profile=profile, filename=source.filename, doc_kind=info and info.kind,
-        size_bytes=size, pages_spec=options.pages, output=options.output, priority=options.priority,
+        size_bytes=size, pages_spec=options.pages, output=options.output, ocr=options.ocr, priority=options.priority,
         webhook_url=options.webhook_url, meta=options.metadata, enqueued_at=utcnow(), pages_total=len(pages),
     )
     with svc.db.session() as session:

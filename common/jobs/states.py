@@ -32,6 +32,7 @@ class PageOutcome:
     blocks: list[dict] | None = None
     confidence: float | None = None
     text_layer: dict | None = None
+    source: str | None = None
 
 
 def start_job(session: Session, *, job_id: str) -> bool:
@@ -126,6 +127,7 @@ def finish_page(session: Session, *, page_id: str, outcome: PageOutcome) -> bool
         "blocks": outcome.blocks,
         "confidence": outcome.confidence,
         "text_layer": outcome.text_layer,
+        "source": outcome.source,
         "finished_at": statement_now(session),
     }
     if outcome.width:

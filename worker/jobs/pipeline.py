@@ -10,6 +10,7 @@ from sqlalchemy import select, update
 
 from common import outages, tracing
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
+from common.documents.text_layer import read_text_layer
 from common.events import service as events
 from common.formats.structure import estimated, page_confidence
 from common.jobs import states as job_states
@@ -24,6 +25,7 @@ from common.sql import insert_ignoring_conflicts
 from common.storage import ObjectMissing
 from common.tenancy.s3_grants import NotGranted
 from worker.context import WorkerContext
+from worker.engines import text_layer
 from worker.engines.base import EngineError, PageText
 from worker.jobs import routing, tenant_cap
 from worker.jobs.ending import close_in, fail_job, finish_closing
@@ -125,6 +127,9 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str], deliveries: dict[s
                 error=f"gave up after {max_attempts} attempts: the worker died or ran out of time on this page")
             continue
         try:
+            if (own := _own_text(ctx, c)) is not None:
+                outcomes[c.page.id] = own
+                continue
             with tracing.span("render", job=c.job.id, page=c.page.index + 1):
                 ready.append((c, render_page(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)))
         except outages.OUTAGE_TYPES as exc:
@@ -153,6 +158,24 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str], deliveries: dict[s
             else:
                 outcomes[c.page.id] = _outcome(result, rendered, text_layer=_text_layer(ctx, c, rendered, result))
     _write_outcomes(ctx, [(c.page, outcomes[c.page.id]) for c in claimed if c.page.id in outcomes])
+
+
+def _own_text(ctx: WorkerContext, c: Claimed) -> job_states.PageOutcome | None:
+    """A PDF page read from its own text where the job allows it and the text can be trusted; None: OCR it."""
+    if c.job.ocr == "always" or c.job.doc_kind != "pdf":
+        return None
+    with tracing.span("text_layer", job=c.job.id, page=c.page.index + 1):
+        layer = read_text_layer(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)
+    if not layer.trusted:
+        log.info("page OCR'd: %s", layer.reason, extra=layer.counts)
+        if c.job.ocr == "never":
+            return job_states.PageOutcome(error=f"page {c.page.index + 1} has no text layer to read (ocr=never): "
+                                                f"{layer.reason}", width=layer.width, height=layer.height)
+        return None
+    read = text_layer.read(layer)
+    return job_states.PageOutcome(text=read.text, engine=read.engine, model=read.model, seconds=read.seconds,
+                                  rotation=0, blocks=read.blocks, confidence=read.confidence, width=layer.width,
+                                  height=layer.height, source="text_layer")
 
 
 def time_out_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
@@ -225,6 +248,7 @@ def _outcome(result: PageText | EngineError, rendered: RenderedPage, *,
         reason = ENGINE_FAILURES.get(result.kind, str(result) if result.kind == "repetition" else "the engine failed")
         return job_states.PageOutcome(error=f"{result.kind}: {reason}", **size)
     return job_states.PageOutcome(text=result.text, engine=result.engine, engine_url=result.details.get("url"),
+                                  source="ocr",
                                   model=result.model, seconds=result.seconds, rotation=result.rotation,
                                   blocks=result.blocks, text_layer=text_layer, **size,
                                   confidence=result.confidence if result.confidence is not None
@@ -242,7 +266,7 @@ def _text_layer(ctx: WorkerContext, c: Claimed, rendered: RenderedPage, result: 
 
 def page_written(ctx: WorkerContext, outcome: job_states.PageOutcome) -> None:
     """Count and log a page whose result was just written (once, by the delivery that wrote it)."""
-    ctx.metrics.page_done("failed" if outcome.error else "succeeded")
+    ctx.metrics.page_done("failed" if outcome.error else "succeeded", source=outcome.source)
     if outcome.error:
         log.warning("page failed: %s", outcome.error)
     else:

@@ -1,0 +1,167 @@
+"""A PDF page's own text: its characters with their boxes, read by pdfium in the isolated child, and whether the
+page can be read from them instead of by OCR.
+
+A page's text is trusted only when it is real text that covers what the page shows:
+- its characters map to Unicode (no private-use or replacement characters, no unmapped glyphs);
+- it is drawn, not invisible (render mode 3 is another program's OCR layer: the page is OCR'd afresh);
+- it is not white on white, and lies on the page, not clipped away;
+- the page is not a scan with a few text objects (a stamped page number): pictures covering much of the page
+  with little text on them send the page to OCR, as do pictures beside the text that may hold text of their own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from .errors import DocumentRejected
+from .isolation import run_isolated
+from .limits import Limits
+from .pdf import check_page_size, open_pdf, render_scale, rendered_size
+
+
+@dataclass(frozen=True)
+class TrustRules:
+    """When a page's text layer is read instead of the page being OCR'd; each threshold with its reason."""
+
+    # Unmapped or private-use characters beyond this share: the font has no usable ToUnicode map.
+    max_unmapped_share: float = 0.01
+    # Characters drawn invisibly (render mode 3) beyond this share: an OCR layer someone else made.
+    max_invisible_share: float = 0.05
+    # Characters near-white (every channel at least this) beyond max_white_share: hidden text on white.
+    white_level: int = 235
+    max_white_share: float = 0.05
+    # Characters outside the page's box beyond this share: text clipped away from what is shown.
+    max_outside_share: float = 0.05
+    # Pictures covering at least this share of the page, with text covering less than text_over_pictures of
+    # the pictures' area: a scan (its stamped page number or header is not the page's text).
+    picture_share: float = 0.25
+    text_over_pictures: float = 0.5
+    # A page with fewer characters than this is read by OCR: nothing worth trusting (an empty or picture page).
+    min_chars: int = 1
+
+
+TRUST = TrustRules()
+
+
+@dataclass
+class Char:
+    text: str
+    box: tuple[float, float, float, float]  # x0, y0, x1, y1 in the rendered page's pixels, y down
+    size: float  # font size in pixels
+    bold: bool
+    mono: bool
+    generated: bool  # a space or line break pdfium inferred, not drawn
+
+
+@dataclass
+class TextLayer:
+    """A page's characters and the verdict on them."""
+
+    width: int  # the rendered page's size in pixels, as render_page gives it
+    height: int
+    chars: list[Char] = field(default_factory=list)
+    trusted: bool = False
+    reason: str = ""  # why the page is OCR'd, or "trusted"
+    counts: dict = field(default_factory=dict)
+
+
+def read_text_layer(path: Path, index: int, *, limits: Limits, rules: TrustRules = TRUST) -> TextLayer:
+    """Page index of the PDF at path: its characters in pixels of the page as rendered, judged by rules."""
+    return run_isolated(_read, Path(path), index, limits, rules, timeout_s=limits.render_timeout_s,
+                        max_pixels=limits.max_page_pixels, what=f"reading the text of page {index + 1}")
+
+
+def _read(path: Path, index: int, limits: Limits, rules: TrustRules) -> TextLayer:
+    with open_pdf(path) as pdf:
+        if not 0 <= index < len(pdf):
+            raise DocumentRejected("page_out_of_range", f"Page {index + 1} does not exist; the PDF has {len(pdf)} pages.")
+        check_page_size(*pdf.get_page_size(index), index=index)
+        try:
+            page = pdf[index]
+        except pdfium.PdfiumError:
+            raise DocumentRejected("invalid_pdf", f"Page {index + 1} of the PDF cannot be read.") from None
+        try:
+            return _judge(page, limits=limits, rules=rules)
+        finally:
+            page.close()
+
+
+def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLayer:
+    width_pt, height_pt = page.get_width(), page.get_height()
+    scale = render_scale(width_pt, height_pt, longest_side=limits.longest_side)
+    width, height = rendered_size(width_pt, height_pt, longest_side=limits.longest_side)
+    layer = TextLayer(width=width, height=height)
+    textpage = page.get_textpage()
+    try:
+        raw = textpage.raw
+        count = pdfium_c.FPDFText_CountChars(raw)
+        unmapped = invisible = white = outside = 0
+        left, bottom, right, top = (ctypes.c_double() for _ in range(4))
+        red, green, blue, alpha = (ctypes.c_uint() for _ in range(4))
+        flags = ctypes.c_int()
+        for i in range(max(count, 0)):
+            code = pdfium_c.FPDFText_GetUnicode(raw, i)
+            generated = bool(pdfium_c.FPDFText_IsGenerated(raw, i))
+            char = chr(code) if 0 < code < 0x110000 and not 0xD800 <= code <= 0xDFFF else "\ufffd"
+            if generated or char in "\r\n":
+                layer.chars.append(Char(" " if char not in "\r\n" else "\n", (0, 0, 0, 0), 0.0, False, False, True))
+                continue
+            if char.isspace():
+                layer.chars.append(Char(" ", (0, 0, 0, 0), 0.0, False, False, True))
+                continue
+            if pdfium_c.FPDFText_HasUnicodeMapError(raw, i) or char == "\ufffd" or 0xE000 <= ord(char) <= 0xF8FF:
+                unmapped += 1
+            text_object = pdfium_c.FPDFText_GetTextObject(raw, i)
+            if text_object and pdfium_c.FPDFTextObj_GetTextRenderMode(text_object) == pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE:
+                invisible += 1
+            if pdfium_c.FPDFText_GetFillColor(raw, i, red, green, blue, alpha) and alpha.value > 0 and min(
+                    red.value, green.value, blue.value) >= rules.white_level:
+                white += 1
+            pdfium_c.FPDFText_GetCharBox(raw, i, left, right, bottom, top)
+            if right.value < 0 or left.value > width_pt or top.value < 0 or bottom.value > height_pt:
+                outside += 1
+                continue
+            pdfium_c.FPDFText_GetFontInfo(raw, i, None, 0, flags)
+            box = (max(left.value, 0) * scale, max(height_pt - top.value, 0) * scale,
+                   min(right.value, width_pt) * scale, min(height_pt - bottom.value, height_pt) * scale)
+            size = pdfium_c.FPDFText_GetFontSize(raw, i) * scale
+            layer.chars.append(Char(char, box, size, pdfium_c.FPDFText_GetFontWeight(raw, i) >= 600 or bool(
+                flags.value & 0x40000), bool(flags.value & 0x1), False))
+    finally:
+        textpage.close()
+    drawn = sum(1 for c in layer.chars if not c.generated)
+    pictures = _picture_area(page, width_pt, height_pt)
+    text_area = sum((c.box[2] - c.box[0]) * (c.box[3] - c.box[1]) for c in layer.chars if not c.generated)
+    page_area = float(width * height)
+    layer.counts = {"chars": drawn, "unmapped": unmapped, "invisible": invisible, "white": white, "outside": outside,
+                    "picture_share": round(pictures, 3)}
+    total = max(drawn + outside, 1)
+    checks = [
+        (drawn < rules.min_chars, "no text layer"),
+        (unmapped > rules.max_unmapped_share * total, "characters without a Unicode mapping"),
+        (invisible > rules.max_invisible_share * total, "an invisible text layer (another program's OCR)"),
+        (white > rules.max_white_share * total, "white text on the page"),
+        (outside > rules.max_outside_share * total, "text clipped off the page"),
+        (pictures >= rules.picture_share and text_area < rules.text_over_pictures * pictures * page_area,
+         "pictures that may hold text of their own (a scan)"),
+    ]
+    layer.reason = next((why for failed, why in checks if failed), "trusted")
+    layer.trusted = layer.reason == "trusted"
+    return layer
+
+
+def _picture_area(page: pdfium.PdfPage, width_pt: float, height_pt: float) -> float:
+    """The share of the page that its pictures cover (their boxes' union, by a coarse grid)."""
+    grid = 50
+    covered = [[False] * grid for _ in range(grid)]
+    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=3):
+        x0, y0, x1, y1 = obj.get_bounds()
+        for gx in range(max(int(x0 / width_pt * grid), 0), min(int(x1 / width_pt * grid + 0.999), grid)):
+            for gy in range(max(int(y0 / height_pt * grid), 0), min(int(y1 / height_pt * grid + 0.999), grid)):
+                covered[gx][gy] = True
+    return sum(map(sum, covered)) / grid**2

@@ -1,0 +1,83 @@
+"""A born-digital page read from its own text (common.documents.text_layer): characters grouped into words and
+lines by their boxes, then the same reading order, blocks and markdown as an OCR'd page."""
+
+from __future__ import annotations
+
+import time
+
+from common.documents.text_layer import Char, TextLayer
+from worker.engines import reading_order
+from worker.engines.base import PageText
+
+NAME = "text_layer"
+# A blank wider than this many character heights inside a run of characters ends the line there: a column's
+# gutter or a table's cell gap, which the reading order must see as two lines.
+GAP_HEIGHTS = 1.5
+
+
+def read(layer: TextLayer) -> PageText:
+    """The page as the text layer gives it: blocks in reading order, each line with its words' boxes."""
+    started = time.perf_counter()
+    lines = _lines(layer.chars)
+    quads = [[(b[0], b[1]), (b[2], b[1]), (b[2], b[3]), (b[0], b[3])] for b in (line["box"] for line in lines)]
+    ordered = reading_order.lines_from_quads(quads, [line["text"] for line in lines], [1.0] * len(lines))
+    words = {tuple(map(int, line["box"])): line["words"] for line in lines}
+    blocks = reading_order.order_blocks(ordered, height=layer.height)
+    as_json = [block.as_json() for block in blocks]
+    for block in as_json:
+        for line in block["lines"]:
+            if (found := words.get(tuple(line["box"]))) is not None:
+                line["words"] = found
+    return PageText(text=reading_order.to_markdown(blocks), engine=NAME, model="pdf", confidence=1.0,
+                    seconds=time.perf_counter() - started, rotation=0, blocks=as_json,
+                    details={"lines": len(lines)} | layer.counts)
+
+
+def _lines(chars: list[Char]) -> list[dict]:
+    """Runs of drawn characters on one baseline, cut at line breaks, at jumps back or down, and at wide blanks."""
+    lines: list[list[list[Char]]] = []  # lines of words of characters
+    current: list[list[Char]] = []
+    word: list[Char] = []
+    last: Char | None = None
+
+    def end_word() -> None:
+        nonlocal word
+        if word:
+            current.append(word)
+        word = []
+
+    def end_line() -> None:
+        nonlocal current, last
+        end_word()
+        if current:
+            lines.append(current)
+        current, last = [], None
+
+    for char in chars:
+        if char.generated:
+            end_line() if char.text == "\n" else end_word()
+            continue
+        if last is not None:
+            height = max(last.box[3] - last.box[1], char.box[3] - char.box[1], 1.0)
+            centre, previous = (char.box[1] + char.box[3]) / 2, (last.box[1] + last.box[3]) / 2
+            gap = char.box[0] - last.box[2]
+            if abs(centre - previous) > 0.6 * height or gap < -height or gap > GAP_HEIGHTS * height:
+                end_line()
+            elif gap > 0.25 * height:
+                end_word()  # a space drawn as a gap, not a character
+        word.append(char)
+        last = char
+    end_line()
+    return [_line(words) for words in lines]
+
+
+def _line(words: list[list[Char]]) -> dict:
+    boxes = [_union([c.box for c in w]) for w in words]
+    texts = ["".join(c.text for c in w) for w in words]
+    return {"text": " ".join(texts), "box": _union(boxes),
+            "words": [{"text": t, "box": b, "confidence": 1.0} for t, b in zip(texts, boxes, strict=True)]}
+
+
+def _union(boxes) -> list[int]:
+    return [int(min(b[0] for b in boxes)), int(min(b[1] for b in boxes)), int(max(b[2] for b in boxes) + 0.999),
+            int(max(b[3] for b in boxes) + 0.999)]
