@@ -34,7 +34,8 @@ def read(layer: TextLayer) -> PageText:
 
 
 def _lines(chars: list[Char]) -> list[dict]:
-    """Runs of drawn characters on one baseline, cut at line breaks, at jumps back or down, and at wide blanks."""
+    """Runs of drawn characters on one baseline, cut at line breaks, at jumps back or down, and at wide blanks;
+    words end at spaces, drawn or inferred by pdfium (a glyph's tight box is no guide: "11" has a gap)."""
     lines: list[list[list[Char]]] = []  # lines of words of characters
     current: list[list[Char]] = []
     word: list[Char] = []
@@ -63,8 +64,6 @@ def _lines(chars: list[Char]) -> list[dict]:
             gap = char.box[0] - last.box[2]
             if abs(centre - previous) > 0.6 * height or gap < -height or gap > GAP_HEIGHTS * height:
                 end_line()
-            elif gap > 0.25 * height:
-                end_word()  # a space drawn as a gap, not a character
         word.append(char)
         last = char
     end_line()

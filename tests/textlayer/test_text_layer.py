@@ -1,0 +1,189 @@
+"""Born-digital PDF pages read from their own text (ocr=auto), never reaching the engine; and every trust rule
+with a page built to break it, which must be OCR'd instead (its text right, not the layer's)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.utils import ImageReader
+from reportlab.pdfgen import canvas
+
+from common.documents.limits import Limits
+from common.documents.text_layer import read_text_layer
+from tests.conftest import KEY_A, make_settings
+from tests.documents import hostile
+from tests.support.engine_server import MODEL
+from tests.support.stack import Stack, wait_for_job
+from worker.engines import text_layer
+
+LEFT = ["The quay was built of granite blocks", "laid in lime mortar and faced with oak", "along its edge by masons."]
+RIGHT = ["Ships of deep draught came in on the", "morning tide and left before the", "evening ebb began in winter."]
+BODY = [f"Line {i + 1} of the ledger lists tides, ropes and cargo weights." for i in range(25)]
+
+
+def _born_digital(path: Path) -> Path:
+    """A title and two columns on page 1, one column of 25 lines on page 2 (reportlab's standard fonts)."""
+    c = canvas.Canvas(str(path), pagesize=A4)
+    c.setFont("Helvetica-Bold", 20)
+    c.drawString(72, 780, "Harbour Survey")
+    c.setFont("Times-Roman", 11)
+    for i, (a, b) in enumerate(zip(LEFT, RIGHT, strict=True)):
+        c.drawString(72, 740 - i * 14, a)
+        c.drawString(320, 740 - i * 14, b)
+    c.showPage()
+    c.setFont("Times-Roman", 12)
+    for i, line in enumerate(BODY):
+        c.drawString(72, 780 - i * 16, line)
+    c.save()
+    return path
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in text.replace("#", " ").split() if w]
+
+
+def _pdftotext(path: Path) -> list[str]:
+    return subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def _f1(ours: list[str], theirs: list[str]) -> float:
+    from collections import Counter
+
+    common = sum((Counter(ours) & Counter(theirs)).values())
+    return 2 * common / (len(ours) + len(theirs)) if ours or theirs else 1.0
+
+
+def test_a_born_digital_page_reads_as_its_text_in_reading_order(tmp_path):
+    pdf = _born_digital(tmp_path / "doc.pdf")
+    first, second = (text_layer.read(read_text_layer(pdf, i, limits=Limits())) for i in (0, 1))
+    assert first.text.startswith("# Harbour Survey\n")  # the heading, from its size
+    paragraphs = first.text.split("\n\n")
+    assert paragraphs[1] == " ".join(LEFT) and paragraphs[2] == " ".join(RIGHT)  # column by column
+    assert _f1(_words(first.text + " " + second.text), _pdftotext(pdf)) >= 0.999
+    line = second.blocks[0]["lines"][0]
+    assert line["text"] == BODY[0] and [w["text"] for w in line["words"]] == BODY[0].split()
+    assert all(w["box"][0] < v["box"][0] for w, v in zip(line["words"], line["words"][1:]))  # measured word boxes
+
+
+@pytest.fixture()
+def gpu_stack(tmp_path, pg_url, redis_url, s3, server):
+    """The whole stack on the vLLM engine (the CPU stand-in behind it), whose requests are counted."""
+    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
+                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=2)
+    with Stack(settings, logs=tmp_path) as stack:
+        stack.start_worker("--gpu", "--concurrency", "1")
+        yield stack, server
+
+
+def _submit(client, path: Path, **data) -> dict:
+    response = client.post("/jobs", files={"file": (path.name, path.read_bytes())}, data=data)
+    assert response.status_code == 202, response.text
+    return wait_for_job(client, response.json()["id"], timeout=120)
+
+
+def _scan_with_stamp(path: Path) -> Path:
+    """A scanned page (a picture of text) with a stamped page number in real text."""
+    image = hostile.text_page("Minutes of the harbour board meeting held in March", size=(850, 1100), font_size=40)
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    c = canvas.Canvas(str(path), pagesize=A4)
+    c.drawImage(ImageReader(io.BytesIO(buffer.getvalue())), 0, 0, width=A4[0], height=A4[1])
+    c.setFont("Helvetica", 9)
+    c.drawString(A4[0] / 2, 20, "17")
+    c.save()
+    return path
+
+
+def test_through_the_stack_text_pages_never_reach_the_engine_and_scans_do(gpu_stack, tmp_path):
+    stack, server = gpu_stack
+    client = stack.client(KEY_A)
+    server.reset()
+    pdf = _born_digital(tmp_path / "doc.pdf")
+    job = _submit(client, pdf)
+    assert job["status"] == "succeeded" and job["ocr"] == "auto"
+    assert server.requests() == []  # not one page went to the engine
+    result = client.get(f"/jobs/{job['id']}/result", params={"format": "json"}).json()
+    assert [p["source"] for p in result["pages"]] == ["text_layer", "text_layer"]
+    assert [p["engine"] for p in result["pages"]] == ["text_layer", "text_layer"]
+    text = " ".join(p["text"] for p in result["pages"])
+    assert _f1(_words(text), _pdftotext(pdf)) >= 0.999
+    listed = client.get(f"/jobs/{job['id']}/pages").json()
+    assert [p["source"] for p in listed["pages"]] == ["text_layer", "text_layer"]
+
+    always = _submit(client, pdf, ocr="always")
+    assert always["status"] == "succeeded" and len(server.requests()) == 2  # today's behaviour, on request
+    forced = client.get(f"/jobs/{always['id']}/result", params={"format": "json"}).json()
+    assert [p["source"] for p in forced["pages"]] == ["ocr", "ocr"]
+
+    server.reset()
+    scan = _submit(client, _scan_with_stamp(tmp_path / "scan.pdf"))
+    assert scan["status"] == "succeeded" and len(server.requests()) == 1
+    page = client.get(f"/jobs/{scan['id']}/result", params={"format": "json"}).json()["pages"][0]
+    assert page["source"] == "ocr" and "harbour" in page["text"].lower()
+
+    never = _submit(client, tmp_path / "scan.pdf", ocr="never")
+    assert never["status"] == "failed" and len(server.requests()) == 1
+    assert "no text layer to read (ocr=never)" in never["page_errors"][0]["error"]
+    assert client.post("/jobs", files={"file": ("x.pdf", pdf.read_bytes())}, data={"ocr": "sometimes"}).status_code == 422
+
+
+def _page_with(path: Path, draw) -> Path:
+    c = canvas.Canvas(str(path), pagesize=A4)
+    draw(c)
+    c.save()
+    return path
+
+
+def _invisible(c):
+    """What an OCR program's layer looks like: render mode 3 text (here wrong) over a picture of the page."""
+    image = hostile.text_page("The tide tables for April", size=(850, 1100), font_size=40)
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    c.drawImage(ImageReader(io.BytesIO(buffer.getvalue())), 0, 0, width=A4[0], height=A4[1])
+    text = c.beginText(72, 700)
+    text.setTextRenderMode(3)
+    text.setFont("Helvetica", 30)
+    text.textLine("Tho tiolo tablos far Aqril")
+    c.drawText(text)
+
+
+def _white(c):
+    c.setFont("Helvetica", 14)
+    c.drawString(72, 760, "Visible words of the notice")
+    c.setFillColorRGB(1, 1, 1)
+    for i in range(10):
+        c.drawString(72, 700 - i * 16, f"hidden keyword stuffing line {i}")
+
+
+def _clipped(c):
+    c.setFont("Helvetica", 14)
+    c.drawString(72, 760, "On the page")
+    for i in range(10):
+        c.drawString(-2000, 700 - i * 16, f"off the page entirely {i}")
+
+
+@pytest.mark.parametrize(("draw", "reason"), [
+    (_invisible, "an invisible text layer (another program's OCR)"),
+    (_white, "white text on the page"),
+    (_clipped, "text clipped off the page"),
+])
+def test_each_untrusted_layer_sends_the_page_to_ocr(tmp_path, draw, reason):
+    layer = read_text_layer(_page_with(tmp_path / "p.pdf", draw), 0, limits=Limits())
+    assert not layer.trusted and layer.reason == reason, layer.counts
+
+
+def test_a_scan_with_a_stamped_page_number_is_not_trusted(tmp_path):
+    layer = read_text_layer(_scan_with_stamp(tmp_path / "scan.pdf"), 0, limits=Limits())
+    assert layer.counts["chars"] == 2 and layer.counts["picture_share"] > 0.9
+    assert not layer.trusted and "scan" in layer.reason
+
+
+def test_an_image_pdf_has_no_text_layer(tmp_path):
+    pdf = hostile.pdf_of([Image.new("RGB", (400, 500), "white")], tmp_path / "blank.pdf")
+    assert read_text_layer(pdf, 0, limits=Limits()).reason == "no text layer"
