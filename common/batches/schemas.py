@@ -1,4 +1,7 @@
-"""Request and response shapes of /batches."""
+"""Request and response shapes of /batches.
+
+The Python client (ocrq) imports these: only pydantic and the stdlib may be imported here.
+"""
 
 from __future__ import annotations
 

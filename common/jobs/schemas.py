@@ -1,4 +1,7 @@
-"""Request and response shapes of the HTTP API."""
+"""Request and response shapes of the HTTP API.
+
+The Python client (ocrq) imports these: only pydantic and the stdlib may be imported here.
+"""
 
 from __future__ import annotations
 
