@@ -387,7 +387,6 @@ step_h100() {  # issue 54 #1 on one card: the h200 profile (512 sequences, fp8) 
   engine_facts auto
   steady auto "$url"
   have 150 && bench 200 http auto-lp-steady --url "$url" --pages 768 --concurrency 256 --tokens 1000 --logprobs
-  have 150 && steady auto-2 "$url"
   unserve
 }
 
