@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import cpu_corpus as corpus
 from bench.cpu_peers import tesseract
-from common.jobs.results import markdown_to_text
+from common.formats.plain import markdown_to_text
 from tests.support.text import levenshtein, normalise
 from worker.engines.cpu import CpuEngine
 

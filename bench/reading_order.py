@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from common.documents import Limits, render_page  # noqa: E402
-from common.jobs.results import markdown_to_text  # noqa: E402
+from common.formats.plain import markdown_to_text  # noqa: E402
 from tests.support.pages import PARAGRAPHS, LaidOutPage, column_page  # noqa: E402
 from tests.support.text import cer  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from common.formats.placement import page_block, split_box
+from common.formats.plain import markdown_to_text
 
 
 def combine(values: list[float | None], weights: list[int]) -> float | None:
@@ -93,8 +94,6 @@ def layout_of(page) -> PageLayout:
             layout.rotation = page.text_layer.get("rotation") or 0
             lines = page.text_layer["lines"]
         else:
-            from common.jobs.results import markdown_to_text  # results imports this module
-
             lines = [{"text": t, "box": list(b)} for t, b in
                      page_block(markdown_to_text(page.text or ""), (page.width or 1, page.height or 1))]
         lines = [line | {"confidence": None} for line in lines if line.get("text", "").strip()]

@@ -3,10 +3,9 @@ XML in common/formats; pdf in common/pdf_output."""
 
 from __future__ import annotations
 
-import html
 import json
-import re
 
+from common.formats.plain import markdown_to_text
 from common.formats.structure import normalised
 from common.jobs.models import Job, Page
 
@@ -21,29 +20,12 @@ MEDIA_TYPES = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; 
 EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf", "hocr": "hocr", "alto": "alto.xml",
               "page": "page.zip"}
 
-_TAG = re.compile(r"<[^>]+>")
-_MD_PREFIX = re.compile(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(?=\S))", re.MULTILINE)
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|`)(?=\S)(.+?)(?<=\S)\1")
-_IMAGE_OR_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-
-
 def object_key(prefix: str, fmt: str) -> str:
     return f"{prefix}.{EXTENSIONS[fmt]}"
 
 
 def page_marker(number: int) -> str:
     return f"<!-- ocrq:page {number} -->"
-
-
-def markdown_to_text(markdown: str) -> str:
-    """Plain text from the engine's markdown: markup and HTML tags dropped, words kept."""
-    text = _IMAGE_OR_LINK.sub(r"\1", markdown)
-    text = re.sub(r"</(td|th)>", "\t", text)
-    text = re.sub(r"<br\s*/?>|</tr>|</p>", "\n", text)
-    text = _TAG.sub("", text)
-    text = _MD_PREFIX.sub("", text)
-    text = _EMPHASIS.sub(r"\2", text)
-    return html.unescape(text)
 
 
 def page_json(page: Page) -> dict:

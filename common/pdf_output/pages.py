@@ -6,6 +6,7 @@ from pathlib import Path
 
 from common.documents.limits import Limits
 from common.formats.placement import place_words
+from common.formats.plain import markdown_to_text
 from common.formats.structure import blocks_placed
 from common.jobs import results
 from common.jobs.models import Job, Page
@@ -25,7 +26,7 @@ def layer_of(page: Page) -> PageLayer:
         return PageLayer(**size, rotation=read.get("rotation") or 0, lines=_lines(lines))
     if page.text_layer:
         return PageLayer(**size, rotation=page.text_layer.get("rotation") or 0, lines=_lines(page.text_layer["lines"]))
-    text = results.markdown_to_text(page.text or "")
+    text = markdown_to_text(page.text or "")
     return PageLayer(**size, lines=_lines({"text": t, "box": b} for t, b in
                                           place_words(text, [], size=(page.width or 1, page.height or 1))))
 

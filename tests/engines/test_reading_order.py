@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.jobs.results import markdown_to_text
+from common.formats.plain import markdown_to_text
 from tests.support.pages import CJK_PARAGRAPHS, PARAGRAPHS, SANS_CJK, SIDEBAR, LaidOutPage, column_page
 from tests.support.text import cer
 from worker.engines.base import PageText

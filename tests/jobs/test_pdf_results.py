@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from common.jobs.models import Page
-from common.jobs.results import markdown_to_text
+from common.formats.plain import markdown_to_text
 from tests.conftest import KEY_A, make_settings
 from tests.support.engine_server import MODEL
 from tests.support.pdf_checks import draw_page, page_sizes, pdfium_texts, poppler_text, poppler_words, qpdf_check

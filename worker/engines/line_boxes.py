@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image
 
 from common.formats.placement import Box, place_words
-from common.jobs.results import markdown_to_text
+from common.formats.plain import markdown_to_text
 from worker.engines import gpu_blocks, inference, reading_order
 
 
