@@ -135,3 +135,14 @@ def test_a_serving_engine_whose_kv_cache_is_short_warns(blocks, warned, caplog):
     assert (shortfall is not None) == warned
     if warned:
         assert f"holds {blocks * 16 // STEADY_PAGE_TOKENS} pages" in shortfall and "WARNING" in caplog.text
+
+
+def test_the_h100_profile_decodes_fp8_with_xqa_as_the_h200_one_does():
+    """On one H100 the h100 engine logged decode_backend=flashinfer-native while the h200 one beside it used XQA:
+    the offline switch to XQA was given to h200 alone (BENCHMARKS.md, 2026-12-06, issue 54)."""
+    from worker.engines.profiles import on_host, plugin_env
+
+    for name in ("h200", "h100"):
+        env = plugin_env(on_host(get_profile(name), kernels="nvcc"))
+        assert env.get("VLLM_HAS_FLASHINFER_CUBIN") == "1", name
+    assert "VLLM_HAS_FLASHINFER_CUBIN" not in plugin_env(on_host(get_profile("l40s"), kernels="nvcc"))

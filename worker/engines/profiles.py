@@ -376,7 +376,7 @@ def plugin_env(profile: Profile) -> dict[str, str]:
         # vLLM 0.26 samples through FlashInfer by default: without FlashInfer an engine failed at start, and
         # without nvcc or prebuilt kernels FlashInfer cannot build its sampling module.
         env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
-    if profile.attention == "FLASHINFER" and profile.flashinfer == "nvcc" and profile.name.startswith("h200"):
+    if profile.attention == "FLASHINFER" and profile.flashinfer == "nvcc" and profile.name.startswith(("h200", "h100")):
         # vLLM 0.26 decodes with XQA on Hopper only if it believes FlashInfer's prebuilt kernels can be had (NVIDIA's
         # download site reachable, or flashinfer-cubin installed); offline it falls back to a slower kernel. XQA is
         # compiled from source on the host and needs none of them (vllm/utils/flashinfer.py, has_nvidia_artifactory).
