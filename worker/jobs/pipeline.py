@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 
 from common import outages, tracing
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
-from common.documents.text_layer import read_text_layer
+from common.documents.text_layer import read_text_layer, read_text_layers
 from common.events import service as events
 from common.formats.structure import estimated, page_confidence
 from common.jobs import states as job_states
@@ -46,11 +46,47 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
     if not job.pages_total and not _split(ctx, job):
         return
     with ctx.db.session() as session:
-        queued = session.execute(select(Page.id, Page.width, Page.height)
+        job = session.get(Job, job_id)
+        queued = session.execute(select(Page.id, Page.width, Page.height, Page.index)
                                  .where(Page.job_id == job_id, Page.status == "queued")).all()
-        job_states.mark_enqueued(session, page_ids=[page_id for page_id, _, _ in queued])
-    routing.route_pages(ctx, sizes={page_id: (width, height) for page_id, width, height in queued}, lane=job.priority)
+    queued = _read_own_texts(ctx, job, queued)
+    if not queued:
+        return
+    with ctx.db.session() as session:
+        job_states.mark_enqueued(session, page_ids=[row.id for row in queued])
+    routing.route_pages(ctx, sizes={row.id: (row.width, row.height) for row in queued}, lane=job.priority)
     log.info("job split into pages", extra={"published": len(queued)})
+
+
+def _read_own_texts(ctx: WorkerContext, job: Job, queued: list) -> list:
+    """The job's PDF pages whose own text can be trusted, read together in one child and written at once; the
+    pages left to OCR. A failure here leaves every page to the page tasks, which judge each page again."""
+    if job is None or job.ocr == "always" or job.doc_kind != "pdf" or not queued:
+        return queued
+    try:
+        with tracing.span("text_layer", job=job.id, pages=len(queued)):
+            layers = read_text_layers(ctx.sources.path(job), [row.index for row in queued], limits=ctx.limits)
+    except (*outages.OUTAGE_TYPES, DocumentRejected, ObjectMissing, NotGranted, OSError) as exc:
+        log.info("text layers not read at the split: %r", exc)
+        return queued
+    done = [(row, outcome) for row, layer in zip(queued, layers, strict=True)
+            if (outcome := _layer_outcome(job, row.index, layer)) is not None]
+    if not done:
+        return queued
+    # One transaction for the pages read here, as _write_outcomes writes each: a page written once, its event,
+    # and the job closed if nothing is left to OCR.
+    with tracing.span("write", job=job.id, pages=len(done)), ctx.db.session() as session:
+        written = []
+        for row, outcome in done:
+            if job_states.finish_page(session, page_id=row.id, outcome=outcome):
+                events.page_ended(session, job_id=job.id, page_id=row.id)
+                written.append(outcome)
+        closed = close_in(session, ctx, job_id=job.id)
+    for outcome in written:
+        page_written(ctx, outcome)
+    finish_closing(ctx, job_id=job.id, closed=closed)
+    taken = {row.id for row, _ in done}
+    return [row for row in queued if row.id not in taken]
 
 
 def _split(ctx: WorkerContext, job: Job) -> bool:
@@ -166,10 +202,15 @@ def _own_text(ctx: WorkerContext, c: Claimed) -> job_states.PageOutcome | None:
         return None
     with tracing.span("text_layer", job=c.job.id, page=c.page.index + 1):
         layer = read_text_layer(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)
+    return _layer_outcome(c.job, c.page.index, layer)
+
+
+def _layer_outcome(job: Job, index: int, layer) -> job_states.PageOutcome | None:
+    """The page's outcome from its text layer: read, or failed for ocr=never; None: OCR it."""
     if not layer.trusted:
         log.info("page OCR'd: %s", layer.reason, extra=layer.counts)
-        if c.job.ocr == "never":
-            return job_states.PageOutcome(error=f"page {c.page.index + 1} has no text layer to read (ocr=never): "
+        if job.ocr == "never":
+            return job_states.PageOutcome(error=f"page {index + 1} has no text layer to read (ocr=never): "
                                                 f"{layer.reason}", width=layer.width, height=layer.height)
         return None
     read = text_layer.read(layer)
