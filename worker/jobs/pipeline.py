@@ -58,18 +58,24 @@ def prepare_job(ctx: WorkerContext, *, job_id: str) -> None:
     log.info("job split into pages", extra={"published": len(queued)})
 
 
+# Pages whose text layers the split reads (about 30 ms each here); a longer document's further pages are judged by
+# their own page tasks, so the split stays well inside its task's time limit.
+SPLIT_TEXT_PAGES = 400
+
+
 def _read_own_texts(ctx: WorkerContext, job: Job, queued: list) -> list:
     """The job's PDF pages whose own text can be trusted, read together in one child and written at once; the
     pages left to OCR. A failure here leaves every page to the page tasks, which judge each page again."""
     if job is None or job.ocr == "always" or job.doc_kind != "pdf" or not queued:
         return queued
+    first = queued[:SPLIT_TEXT_PAGES]
     try:
-        with tracing.span("text_layer", job=job.id, pages=len(queued)):
-            layers = read_text_layers(ctx.sources.path(job), [row.index for row in queued], limits=ctx.limits)
+        with tracing.span("text_layer", job=job.id, pages=len(first)):
+            layers = read_text_layers(ctx.sources.path(job), [row.index for row in first], limits=ctx.limits)
     except (*outages.OUTAGE_TYPES, DocumentRejected, ObjectMissing, NotGranted, OSError) as exc:
         log.info("text layers not read at the split: %r", exc)
         return queued
-    done = [(row, outcome) for row, layer in zip(queued, layers, strict=True)
+    done = [(row, outcome) for row, layer in zip(first, layers, strict=True)
             if (outcome := _layer_outcome(job, row.index, layer)) is not None]
     if not done:
         return queued
