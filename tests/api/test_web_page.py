@@ -8,7 +8,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.documents.hostile import text_pdf
+from tests.documents.hostile import pdf_of, text_page
 from tests.support.pages import PARAGRAPHS, column_page
 from tests.support.pdf_checks import poppler_text
 from tests.support.stack import ROOT
@@ -76,10 +76,11 @@ def test_upload_a_scan_and_read_its_text(page, embedded_server, samples):
 
 
 def test_pages_show_as_they_are_read_and_your_jobs_lists_them(page, embedded_server, tmp_path):
-    # Full pages of text: three strips were read within one 0.7 s poll on a fast CPU, and the job ended before
-    # the page had shown any page on its own.
-    body = "\n".join(PARAGRAPHS * 2)
-    pdf = text_pdf(tmp_path / "four-pages.pdf", [f"Page number {n} of four.\n{body}" for n in (1, 2, 3, 4)])
+    # Full pages of scanned text: three strips were read within one 0.7 s poll on a fast CPU, and the job ended
+    # before the page had shown any page on its own; a text layer would be read at once, so these are pictures.
+    body = "\n".join(PARAGRAPHS)
+    pdf = pdf_of([text_page(f"Page number {n} of four.\n{body}", font_size=24) for n in (1, 2, 3, 4)],
+                 tmp_path / "four-pages.pdf")
     page.get_by_label("API key").fill(embedded_server.key)
     page.get_by_label("choose files").set_input_files(str(pdf))
     result = page.get_by_label("Text of four-pages.pdf", exact=True)

@@ -59,7 +59,7 @@ def test_a_client_on_the_other_api_follows_pages_in_order_and_resumes(apis, tmp_
     pdf = text_pdf(tmp_path / "four.pdf", [f"Page number {n} of the report." for n in range(1, PAGES + 1)],
                    page_size=STRIP)
     job_id = httpx.post(f"{uploader.url}/jobs", headers=A, files={"file": ("four.pdf", pdf.read_bytes())},
-                        data={"output": "text"}).json()["id"]
+                        data={"output": "text", "ocr": "always"}).json()["id"]
     url = f"{follower.url}/jobs/{job_id}/events"
     heartbeats: list[str] = []
     with httpx.stream("GET", url, headers=A, timeout=60) as response:

@@ -25,7 +25,8 @@ def wait_until(predicate, *, timeout: float = 90, what: str) -> None:
 def cancel_while_a_page_runs(stack, client, pdf: bytes) -> tuple[str, set[int]]:
     """Submit, cancel while a page runs; returns the job and the pages still running just after the cancel."""
     for _ in range(3):  # the running page may finish between seeing it and canceling: then try a new job
-        job_id = client.post("/jobs", files={"file": ("four.pdf", pdf)}).json()["id"]
+        # ocr=always: these pages have a text layer, which would be read at once and never run as pages.
+        job_id = client.post("/jobs", files={"file": ("four.pdf", pdf)}, data={"ocr": "always"}).json()["id"]
         wait_until(lambda: any(p.status == "running" for p in pages_of(stack, job_id)), what="a page runs")
         canceled = client.delete(f"/jobs/{job_id}")
         assert canceled.status_code == 200 and canceled.json()["status"] == "canceled"

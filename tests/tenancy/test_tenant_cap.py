@@ -167,7 +167,7 @@ def test_racing_workers_never_pass_the_cap(committed_db, tmp_path):
 def test_a_worker_with_two_processes_runs_one_page_of_a_capped_tenant_at_a_time(tenancy_stack, tenant_a, tmp_path):
     assert tenancy_stack.settings.tenant_max_running_pages == 1
     pdf = text_pdf(tmp_path / "two.pdf", [f"Page {n}: the quick brown fox jumps over the lazy dog." for n in (1, 2)])
-    job_id = tenant_a.post("/jobs", files={"file": ("two.pdf", pdf.read_bytes())}).json()["id"]
+    job_id = tenant_a.post("/jobs", files={"file": ("two.pdf", pdf.read_bytes())}, data={"ocr": "always"}).json()["id"]
     assert wait_for_job(tenant_a, job_id)["status"] == "succeeded"
     with tenancy_stack.services.db.session() as session:
         pages = list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.started_at)))
