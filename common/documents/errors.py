@@ -19,6 +19,11 @@ REJECTION_CODES = frozenset(
         "corrupt_image",
         "render_timeout",
         "render_crashed",
+        "corrupt_file",
+        "macros_refused",
+        "xml_entities",
+        "office_unavailable",
+        "conversion_failed",
     }
 )
 

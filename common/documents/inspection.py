@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import images, pdf
+from . import images, office, pdf
 from .errors import DocumentRejected
 from .isolation import run_isolated
 from .kinds import MIME_TYPES, sniff_file
@@ -27,6 +27,9 @@ def inspect(path: Path, *, limits: Limits) -> DocumentInfo:
     if Path(path).stat().st_size == 0:
         raise DocumentRejected("empty_file", "The file is empty.")
     kind = sniff_file(path)
+    if kind in office.OFFICE_KINDS:  # its pages are known once a worker has converted it
+        office.check_converter()
+        return DocumentInfo(kind=kind, page_count=0, mime=MIME_TYPES[kind])
     sizes = run_isolated(
         _page_sizes,
         Path(path),

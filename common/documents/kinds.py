@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import DocumentRejected
+from .office import MIME_TYPES as OFFICE_MIME_TYPES
+from .office import head_kind, package_kind
 
 # A PDF header may follow up to 1024 bytes of junk, which readers (pdfium included) skip.
 SNIFF_BYTES = 1024
@@ -17,6 +19,7 @@ MIME_TYPES = {
     "bmp": "image/bmp",
     "gif": "image/gif",
     "tiff": "image/tiff",
+    **OFFICE_MIME_TYPES,
 }
 
 _PREFIXES = (
@@ -46,13 +49,19 @@ def sniff(head: bytes) -> str:
         return "bmp"
     if b"%PDF-" in head[:SNIFF_BYTES]:
         return "pdf"
+    if head.startswith(b"PK\x03\x04"):
+        return "zip"  # an office package or not: sniff_file looks inside
+    if kind := head_kind(head):
+        return kind
     raise DocumentRejected(
         "unsupported_type",
-        "The file's content is not a supported type; ocrq reads PDF, PNG, JPEG, WebP, BMP, GIF and TIFF.",
+        "The file's content is not a supported type; ocrq reads PDF, PNG, JPEG, WebP, BMP, GIF, TIFF, DOCX, XLSX, "
+        "PPTX, ODT, ODS, ODP, EPUB, RTF and HTML.",
     )
 
 
 def sniff_file(path: Path) -> str:
     """The document kind of the file at path, judged by its first bytes."""
     with open(path, "rb") as f:
-        return sniff(f.read(SNIFF_BYTES))
+        kind = sniff(f.read(SNIFF_BYTES))
+    return package_kind(path) if kind == "zip" else kind

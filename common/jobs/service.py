@@ -30,7 +30,8 @@ from common.tenancy.s3_grants import InvalidLocation, NotGranted, S3Location, Un
 log = logging.getLogger("ocrq.jobs")
 
 
-REJECTION_STATUS = {"unsupported_type": 415, "empty_file": 400, "too_many_pages": 413}
+REJECTION_STATUS = {"unsupported_type": 415, "empty_file": 400, "too_many_pages": 413, "macros_refused": 415,
+                    "office_unavailable": 415}
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
 def _check_document(svc: Services, path: Path, pages: str | None) -> tuple[DocumentInfo, list[int]]:
     try:
         info = inspect(path, limits=svc.limits)
+        if not info.page_count:  # an office file: split by the worker once it is converted
+            return info, []
         return info, parse_page_ranges(pages, info.page_count)
     except DocumentRejected as exc:
         raise Rejected(REJECTION_STATUS.get(exc.code, 422), str(exc), code=exc.code) from exc

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import select, update
 
 from common import outages, tracing
 from common.documents import DocumentRejected, PageRangeError, RenderedPage, inspect, parse_page_ranges, render_page
+from common.documents import office
+from common.documents.kinds import sniff_file
+from common.documents.office import OFFICE_KINDS, reads_as_pdf
 from common.documents.text_layer import read_text_layer, read_text_layers
 from common.events import service as events
 from common.formats.structure import estimated, page_confidence
@@ -66,7 +71,7 @@ SPLIT_TEXT_PAGES = 400
 def _read_own_texts(ctx: WorkerContext, job: Job, queued: list) -> list:
     """The job's PDF pages whose own text can be trusted, read together in one child and written at once; the
     pages left to OCR. A failure here leaves every page to the page tasks, which judge each page again."""
-    if job is None or job.ocr == "always" or job.doc_kind != "pdf" or not queued:
+    if job is None or job.ocr == "always" or not reads_as_pdf(job.doc_kind) or not queued:
         return queued
     first = queued[:SPLIT_TEXT_PAGES]
     try:
@@ -101,6 +106,9 @@ def _split(ctx: WorkerContext, job: Job) -> bool:
         if job.source_kind == "url" and not job.source_key:
             job.source_key = _fetch_url_source(ctx, job)
         path = ctx.sources.path(job)
+        kind = sniff_file(path)
+        if kind in OFFICE_KINDS:
+            path = _converted(ctx, job, path, kind)
         info = inspect(path, limits=ctx.limits)
         indices = parse_page_ranges(job.pages_spec, info.page_count)
     except outages.OUTAGE_TYPES as exc:
@@ -115,8 +123,22 @@ def _split(ctx: WorkerContext, job: Job) -> bool:
     with ctx.db.session() as session:
         insert_ignoring_conflicts(session, Page, page_rows(job.id, indices, info.page_sizes), keys=["job_id", "index"])
         session.execute(update(Job).where(Job.id == job.id).values(
-            pages_total=len(indices), doc_kind=info.kind, source_key=job.source_key))
+            pages_total=len(indices), doc_kind=kind if kind in OFFICE_KINDS else job.doc_kind or info.kind,
+            source_key=job.source_key))
     return True
+
+
+def _converted(ctx: WorkerContext, job: Job, path: Path, kind: str) -> Path:
+    """The office document as a PDF, stored in its place: the pages, the searchable PDF, retention and erase all
+    read the job's source, which is now that PDF (a repeated split finds it a PDF already)."""
+    with tempfile.TemporaryDirectory(prefix="ocrq-office-") as tmp, tracing.span("convert", job=job.id, kind=kind):
+        pdf = office.convert_to_pdf(path, kind, Path(tmp), timeout_s=ctx.limits.render_timeout_s)
+        key = job.source_key or source_key(tenant_id=job.tenant_id, job_id=job.id)
+        with pdf.open("rb") as body:
+            ctx.storage.put(key, body)
+    job.source_key = key
+    ctx.sources.drop(job.id)
+    return ctx.sources.path(job)
 
 
 def _split_later(ctx: WorkerContext, job: Job, exc: BaseException) -> bool:
@@ -204,7 +226,7 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str], deliveries: dict[s
 
 def _own_text(ctx: WorkerContext, c: Claimed) -> job_states.PageOutcome | None:
     """A PDF page read from its own text where the job allows it and the text can be trusted; None: OCR it."""
-    if c.job.ocr == "always" or c.job.doc_kind != "pdf":
+    if c.job.ocr == "always" or not reads_as_pdf(c.job.doc_kind):
         return None
     with tracing.span("text_layer", job=c.job.id, page=c.page.index + 1):
         layer = read_text_layer(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)

@@ -1,0 +1,161 @@
+"""Office files and web pages, converted by LibreOffice and read from their text; hostile packages refused, and a
+web page's linked picture never fetched."""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+import zipfile
+from pathlib import Path
+
+import docx
+import openpyxl
+import pptx
+import pytest
+
+from tests.support.stack import wait_for_job
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _docx(path: Path) -> Path:
+    document = docx.Document()
+    document.add_heading("Harbour dues for the winter season", level=1)
+    document.add_paragraph("Every vessel pays its dues before it leaves the quay.")
+    table = document.add_table(rows=3, cols=2)
+    for r, (name, amount) in enumerate([("Vessel", "Dues"), ("Schooner", "120"), ("Trawler", "340")]):
+        table.cell(r, 0).text, table.cell(r, 1).text = name, amount
+    document.save(path)
+    return path
+
+
+def _xlsx(path: Path) -> Path:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    for row in [("Cargo", "Tonnes"), ("Granite", 420), ("Timber", 95)]:
+        sheet.append(row)
+    book.save(path)
+    return path
+
+
+def _pptx(path: Path) -> Path:
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = "Tide tables"
+    slide.placeholders[1].text = "High water comes at dawn in March."
+    deck.save(path)
+    return path
+
+
+def _submit(client, path: Path, **data) -> dict:
+    response = client.post("/jobs", files={"file": (path.name, path.read_bytes())}, data=data)
+    assert response.status_code == 202, response.text
+    return wait_for_job(client, response.json()["id"], timeout=180)
+
+
+def _text(client, job: dict) -> str:
+    return client.get(f"/jobs/{job['id']}/result", params={"format": "text"}).text
+
+
+def test_docx_xlsx_and_pptx_read_their_text_with_the_table_in_order(client, tmp_path):
+    cases = [(_docx(tmp_path / "dues.docx"), ["Harbour dues for the winter season", "Every vessel pays its dues",
+                                               "Vessel", "Dues", "Schooner", "120", "Trawler", "340"]),
+             (_xlsx(tmp_path / "cargo.xlsx"), ["Cargo", "Tonnes", "Granite", "420", "Timber", "95"]),
+             (_pptx(tmp_path / "tides.pptx"), ["Tide tables", "High water comes at dawn in March."])]
+    for path, expected in cases:
+        job = _submit(client, path)
+        assert job["status"] == "succeeded", job
+        text = _text(client, job)
+        positions = [text.find(piece) for piece in expected]
+        assert -1 not in positions, (path.name, text)
+        assert positions == sorted(positions), (path.name, text)  # cells in reading order
+        pages = client.get(f"/jobs/{job['id']}/result", params={"format": "json"}).json()["pages"]
+        assert {p["source"] for p in pages} == {"text_layer"}
+
+
+class _Listener:
+    """A loopback port that records whether anything connected."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.sock.close()
+
+
+def test_a_web_page_reads_and_its_linked_picture_and_stylesheet_are_never_fetched(client, tmp_path):
+    listener = _Listener()
+    try:
+        page = tmp_path / "notice.html"
+        page.write_text(
+            "<!DOCTYPE html><html><head>"
+            f'<link rel="stylesheet" href="http://127.0.0.1:{listener.port}/style.css"></head><body>'
+            "<h1>Notice to mariners</h1><p>The northern light is out of service until Friday.</p>"
+            f'<img src="http://127.0.0.1:{listener.port}/track.png">'
+            '<img src="http://169.254.169.254/latest/meta-data/">'
+            '<img src="file:///etc/passwd"></body></html>')
+        job = _submit(client, page)
+        assert job["status"] == "succeeded", job
+        text = _text(client, job)
+        assert "Notice to mariners" in text and "out of service until Friday" in text
+        assert "root:" not in text
+    finally:
+        listener.close()
+    assert listener.connections == 0
+
+
+def _package(content_types: bytes, parts: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("[Content_Types].xml", content_types)
+        for name, body in parts.items():
+            package.writestr(name, body)
+    return buffer.getvalue()
+
+
+DOCX_TYPES = (b'<?xml version="1.0"?><Types><Override PartName="/word/document.xml" ContentType="application/'
+              b'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>')
+
+
+def test_hostile_office_files_are_refused_with_a_reason(client, tmp_path):
+    macro = _package(DOCX_TYPES.replace(b"wordprocessingml.document.main", b"ms-word.document.macroEnabled.main"),
+                     {"word/document.xml": b"<w:document/>", "word/vbaProject.bin": b"\x00" * 64})
+    entities = _package(DOCX_TYPES, {"word/document.xml": b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaa">'
+                                                          b'<!ENTITY b "&a;&a;&a;&a;">]><d>&b;</d>'})
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("[Content_Types].xml", DOCX_TYPES)
+        with package.open("word/document.xml", "w", force_zip64=True) as part:
+            zeros = b"\x00" * (1 << 20)
+            for _ in range(520):
+                part.write(zeros)
+    plain_zip = _package(b"<Types/>", {"notes.txt": b"just a zip"})
+    for name, body, status, code in [("macro.docm", macro, 415, "macros_refused"),
+                                     ("entities.docx", entities, 422, "xml_entities"),
+                                     ("bomb.docx", bomb.getvalue(), 422, "decompression_bomb"),
+                                     ("archive.zip", plain_zip, 415, "unsupported_type")]:
+        response = client.post("/jobs", files={"file": (name, body)})
+        assert response.status_code == status, (name, response.text)
+        assert code in response.text, (name, response.text)
+        assert "/tmp" not in response.text and "Traceback" not in response.text
+    assert client.get("/healthz").status_code == 200
