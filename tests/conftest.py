@@ -106,6 +106,12 @@ def pytest_terminal_summary(terminalreporter):
     for what, server in _private.items():
         terminalreporter.write_line(f"{what}: nothing answered at {configured[what]}; "
                                     f"this session started a private one at {server.url} ({server.dir})")
+    # What a test records with record_property("summary", text), shown whatever -r and -q say.
+    for report in terminalreporter.stats.get("passed", []):
+        for name, text in getattr(report, "user_properties", []):
+            if name == "summary":
+                terminalreporter.write_sep("-", report.nodeid)
+                terminalreporter.write_line(text)
 
 
 def pytest_sessionfinish(session):

@@ -38,11 +38,12 @@ def test_the_contracts_catch_common_importing_worker(tmp_path):
                      "source_modules =\n" + "".join(f"    {m}\n" for m in contract["source_modules"]) +
                      "forbidden_modules =\n" + "".join(f"    {m}\n" for m in contract["forbidden_modules"]))
     (tmp_path / ".importlinter").write_text("\n".join(lines))
-    for package in config["root_packages"]:
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
+    named = {m for contract in config["contracts"] for m in contract["source_modules"] + contract["forbidden_modules"]}
+    for package in {*config["root_packages"], *named}:
+        (tmp_path / package.replace(".", "/")).mkdir(parents=True, exist_ok=True)
+        (tmp_path / package.replace(".", "/") / "__init__.py").write_text("")
     (tmp_path / "worker" / "pipeline.py").write_text("")
-    (tmp_path / "common" / "jobs.py").write_text("from worker import pipeline\n")
+    (tmp_path / "common" / "offender.py").write_text("from worker import pipeline\n")
     done = lint_imports(tmp_path, pythonpath=tmp_path)
     assert done.returncode != 0 and "BROKEN" in done.stdout, done.stdout[-2000:]
 

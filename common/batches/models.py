@@ -31,7 +31,7 @@ class Batch(Base):
     include: Mapped[list | None] = mapped_column(JSON)
     exclude: Mapped[list | None] = mapped_column(JSON)
     output: Mapped[str] = mapped_column(String(16), default="markdown")
-    # More formats written beside `output` for each object (README: Layout formats).
+    # More formats written beside `output` for each object (docs/api/formats.md).
     output_formats: Mapped[list | None] = mapped_column(JSON)
     priority: Mapped[str] = mapped_column(String(16), default="bulk")
     webhook_url: Mapped[str | None] = mapped_column(Text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from common.formats import render_layout
 from common.formats.plain import markdown_to_text
 from common.formats.structure import normalised
 from common.jobs.models import Job, Page
@@ -76,7 +77,5 @@ def render(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) 
 def body(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) -> bytes:
     """The result's bytes in any stored format: a text format, or a layout format (hocr, alto, page)."""
     if fmt in LAYOUT_FORMATS:
-        from common.formats import render_layout  # common.formats reads pages through this module
-
         return render_layout(fmt, job, pages)
     return render(job, pages, fmt, status=status).encode()

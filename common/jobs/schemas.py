@@ -13,11 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from common.queue.names import Priority
 
 Output = Literal["markdown", "text", "json", "pdf", "hocr", "alto", "page"]
-# What GET /jobs/{id}/result gives (README: Result formats); a job's `output` is its default.
+# What GET /jobs/{id}/result gives (docs/api/formats.md); a job's `output` is its default.
 ResultFormat = Output
 JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
 # auto: a PDF page is read from its own text where that can be trusted, else OCR'd; always: every page OCR'd;
-# never: text layers only, a page without a trusted one fails (README: Born-digital PDFs).
+# never: text layers only, a page without a trusted one fails (docs/api/jobs.md: Born-digital PDFs).
 OcrMode = Literal["auto", "always", "never"]
 PageSource = Literal["text_layer", "ocr"]
 

@@ -9,14 +9,12 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.documents.hostile import pdf_of, text_page
+from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.support.pages import PARAGRAPHS, column_page
 from tests.support.pdf_checks import poppler_text
 from tests.support.stack import ROOT
 from tests.support.text import cer
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = ROOT / ".artifacts"
 
 

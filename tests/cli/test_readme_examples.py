@@ -1,4 +1,9 @@
-"""Every shell example in README.md, run as written against `ocrq serve`, or skipped here for a stated reason."""
+"""Every shell example in README.md and the docs/ pages, run as written against `ocrq serve`, or skipped here for a
+stated reason.
+
+An example is a ```sh block; it belongs to the nearest heading above it (any level), and that heading is named in
+RUN or in ELSEWHERE below.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,13 @@ from pathlib import Path
 
 from tests.support.embedded import ROOT
 
-README = ROOT / "README.md"
-RUN = {"Using it", "Your jobs: lists, pages as they finish, live events, erase"}
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# Run in this order, one bash script: later sections use the KEY, URL and JOB set by earlier ones.
+RUN = ("Upload a document, read its text", "Using it", "Your jobs: lists, pages as they finish, live events, erase",
+       "Erase a job")
 # Sections whose examples cannot run on this machine, and what tests them instead.
 ELSEWHERE = {
+    "ocrq": "the two commands again, as under the next heading",
     "Two commands on a fresh machine": "they are how this suite and the server under test are started",
     "Production: docker compose": "no Docker engine here; tests/deploy/test_compose.py validates the file",
     "GPU engines (vLLM)": "needs a GPU; tests/engines/test_engine_profiles.py checks the flags",
@@ -30,21 +38,32 @@ ELSEWHERE = {
 
 
 def shell_blocks() -> list[tuple[str, str]]:
-    """(heading, code) for every ```sh block, under the nearest ## or ### heading."""
-    blocks, heading = [], ""
-    for part in re.split(r"^(```sh\n.*?^```)$", README.read_text(), flags=re.DOTALL | re.MULTILINE):
-        if part.startswith("```sh"):
-            blocks.append((heading, part.removeprefix("```sh\n").removesuffix("```")))
-        elif titles := re.findall(r"^#{2,3} (.+)$", part, flags=re.MULTILINE):
-            heading = titles[-1].strip()
+    """(heading, code) for every ```sh block of PAGES, under the nearest heading outside a code block."""
+    blocks = []
+    for page in PAGES:
+        heading, code, fence = "", None, None
+        for line in page.read_text().splitlines(keepends=True):
+            stripped = line.strip()
+            if fence is None and stripped.startswith("```"):
+                fence = line[:len(line) - len(line.lstrip())]
+                code = [] if stripped == "```sh" else None
+            elif fence is not None and stripped == "```":
+                if code is not None:
+                    blocks.append((heading, "".join(code)))
+                fence = code = None
+            elif fence is not None:
+                if code is not None:
+                    code.append(line.removeprefix(fence))
+            elif match := re.match(r"^#{1,6} (.+)$", line):
+                heading = match.group(1).strip()
     return blocks
 
 
 def test_every_shell_example_is_run_here_or_tested_elsewhere():
     headings = {heading for heading, _ in shell_blocks()}
-    assert headings, "no ```sh blocks found in README.md"
-    assert headings <= RUN | set(ELSEWHERE), headings - RUN - set(ELSEWHERE)
-    assert RUN <= headings
+    assert headings, "no ```sh blocks found in README.md or docs/"
+    assert headings <= set(RUN) | set(ELSEWHERE), headings - set(RUN) - set(ELSEWHERE)
+    assert set(RUN) <= headings
 
 
 def test_the_using_it_examples_work_as_written(embedded_server, tmp_path):
@@ -57,7 +76,8 @@ def test_the_using_it_examples_work_as_written(embedded_server, tmp_path):
     for name in ("run", "tests"):
         (clone / name).symlink_to(ROOT / name)
     (clone / ".venv").symlink_to(Path(sys.executable).parents[1])
-    script = "\n".join(code for heading, code in shell_blocks() if heading in RUN)
+    blocks = shell_blocks()
+    script = "\n".join(code for section in RUN for heading, code in blocks if heading == section)
     env = {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=clone, env=env,
                           capture_output=True, text=True, timeout=400, check=False)
