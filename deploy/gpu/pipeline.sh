@@ -20,6 +20,8 @@
 #                                                     card, KV tokens, steady pages/s and preemptions)
 #          feed2                                      (issue 21 #4: the threads layout end to end with the host's
 #                                                     CPU sampled, then with the engine at nice -10, twice)
+#          h100e2e                                    (issue 54 #1, #2: the auto profile's steady pages/s, then the
+#                                                     stack at 1,024 pages against direct, like for like, twice)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -388,6 +390,22 @@ step_h100() {  # issue 54 #1 on one card: the h200 profile (512 sequences, fp8) 
   steady auto "$url"
   have 150 && bench 200 http auto-lp-steady --url "$url" --pages 768 --concurrency 256 --tokens 1000 --logprobs
   unserve
+}
+
+step_h100e2e() {  # issue 54 #1, #2 on one H100: the profile `auto` picks, steady; then the stack end to end at
+  # 1,024 pages against direct, the direct half sending the stack's own request (logprobs, pages turned upright)
+  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
+  svc_pid=$!
+  serve_or_safe h100 --profile auto || return
+  grep -h "chosen for\|KV cache\|preempt\|kv_shortfall" "$run/logs/h100.launcher.log" | cut -c1-300 \
+    | tee -a "$run/progress.txt"
+  kv_of h100
+  engine_facts h100
+  steady h100 "$url"
+  export OCRQ_STACK_GPU_POOL=threads OCRQ_STACK_GPU_WORKERS=8 OCRQ_STACK_GPU_CONCURRENCY=128 OCRQ_STACK_PAIR_SIZE=1
+  have 330 && stack_e2e h100-threads 1024
+  have 330 && stack_e2e h100-threads-2 1024
+  have 150 && bench 200 http h100-lp-steady --url "$url" --pages 768 --concurrency 256 --tokens 1000 --logprobs
 }
 
 step_logprobs() {  # issue 32: steady pages/s with and without each sampled token's logprob, alternated on one engine
