@@ -22,6 +22,8 @@
 #                                                     CPU sampled, then with the engine at nice -10, twice)
 #          h100e2e                                    (issue 54 #1, #2: the auto profile's steady pages/s, then the
 #                                                     stack at 1,024 pages against direct, like for like, twice)
+#          likeforlike                                (issue 54 #2 on a short budget: the auto profile, the stack at
+#                                                     1,024 pages against direct like for like once, then steady)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -406,6 +408,18 @@ step_h100e2e() {  # issue 54 #1, #2 on one H100: the profile `auto` picks, stead
   have 330 && stack_e2e h100-threads 1024
   have 330 && stack_e2e h100-threads-2 1024
   have 150 && bench 200 http h100-lp-steady --url "$url" --pages 768 --concurrency 256 --tokens 1000 --logprobs
+}
+
+step_likeforlike() {  # issue 54 #2 when little device time is left: the profile `auto` picks, the stack at 1,024
+  # pages against direct sending the stack's own request, once; the engine's steady pages/s after it if time is left
+  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
+  svc_pid=$!
+  serve_or_safe auto --profile auto || return
+  grep -h "chosen for\|KV cache\|kv_shortfall" "$run/logs/auto.launcher.log" | cut -c1-300 | tee -a "$run/progress.txt"
+  kv_of auto
+  export OCRQ_STACK_GPU_POOL=threads OCRQ_STACK_GPU_WORKERS=8 OCRQ_STACK_GPU_CONCURRENCY=128 OCRQ_STACK_PAIR_SIZE=1
+  stack_e2e auto-threads 1024
+  have 150 && steady auto "$url"
 }
 
 step_logprobs() {  # issue 32: steady pages/s with and without each sampled token's logprob, alternated on one engine
