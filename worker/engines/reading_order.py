@@ -23,6 +23,37 @@ _HYPHENS = "-\u2010\u00ad"
 _ENDS_SENTENCE = re.compile(r"[.!?:;。！？：；」』”\"')]\s*$")
 
 
+@dataclass(frozen=True)
+class Params:
+    """The reading order's thresholds, in line heights (the page's median line box height) unless said."""
+
+    # A line at most this many line heights tall is of body size: a header, a footer, a row that may bridge a
+    # gutter (a title is 1.35 times or more).
+    body: float = 1.2
+    # A block of three lines or fewer this many line heights tall or taller is a title.
+    title: float = 1.35
+    # A row gap this wide or wider may end a band of columns (a section break); a narrower one is a paragraph
+    # break (one blank line at line spacing up to 1.6 leaves about 2.2).
+    section: float = 3.0
+    # How many row gaps from the top and from the bottom may cut off a title or a closing line (_spanning_cut).
+    edge_rows: int = 3
+    # Running heads and feet lie within this share of the page's height from its top or bottom edge...
+    band: float = 0.07
+    # ...and a blank this wide parts them from the body: a two-column page with narrow margins had its columns'
+    # first and last lines, at the body's own pitch, moved out as headers and footers (issue 56).
+    band_gap: float = 1.5
+    # Key-value rows (a term on the left, its value on the right): the terms' column is at most this share of
+    # the values' width (two columns of text are as wide as each other; a form's terms are short)...
+    term_width: float = 0.6
+    # ...at least this share of the terms has a value's line beside it, within half a line height...
+    term_paired: float = 0.8
+    # ...and fewer than this share of the terms start lower-case, as the lines of a column's sentences do.
+    term_lower: float = 0.3
+
+
+PARAMS = Params()
+
+
 @dataclass
 class Line:
     text: str
@@ -100,20 +131,22 @@ def _box(quad) -> tuple[int, int, int, int]:
 Splitter = Callable[[Line, float, float], "list[Line] | None"]
 
 
-def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = None) -> list[Block]:
+def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = None,
+                 params: Params = PARAMS) -> list[Block]:
     """The page's blocks in reading order: headers first, then the body, footers last.
 
-    Lines of body size wholly in the top or bottom 7 % of the page are its headers and footers; they are
-    ordered apart, so a running head never becomes part of a column. With `split`, a line of the body that
-    bridges a gutter between columns of text is cut at it (_bridged_gutter).
+    Lines of body size wholly in the top or bottom band of the page, a blank of `band_gap` line heights from
+    the body, are its headers and footers; they are ordered apart, so a running head never becomes part of a
+    column. With `split`, a line of the body that bridges a gutter between columns of text is cut at it
+    (_bridged_gutter).
     """
     if not lines:
         return []
     unit = statistics.median(line.height for line in lines)
-    top, bottom = 0.07 * height, 0.93 * height
-    small = [ln for ln in lines if ln.height <= BODY * unit]
-    heads = [ln for ln in small if ln.key[3] <= top]
-    feet = [ln for ln in small if ln.key[1] >= bottom]
+    small = [ln for ln in lines if ln.height <= params.body * unit]
+    heads = _apart([ln for ln in small if ln.key[3] <= params.band * height], lines, unit * params.band_gap, top=True)
+    feet = _apart([ln for ln in small if ln.key[1] >= (1 - params.band) * height], lines, unit * params.band_gap,
+                  top=False)
     apart = {id(ln) for ln in heads + feet}
     body = [ln for ln in lines if id(ln) not in apart]
     headers, footers = _group(_xy_cut(heads, unit), unit), _group(_xy_cut(feet, unit), unit)
@@ -121,11 +154,28 @@ def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = Non
         block.kind = "header"
     for block in footers:
         block.kind = "footer"
-    blocks = _group(_xy_cut(body, unit, split), unit)
+    blocks = _group(_xy_cut(body, unit, split, params), unit)
     for block in blocks:
-        if block.kind == "text" and len(block.lines) <= 3 and _block_height(block) >= 1.35 * unit:
+        if block.kind == "text" and len(block.lines) <= 3 and _block_height(block) >= params.title * unit:
             block.kind = "title"
     return headers + _rejoin_columns(blocks) + footers
+
+
+def _apart(band: list[Line], lines: list[Line], gap: float, *, top: bool) -> list[Line]:
+    """Of a page edge's band of lines, those a blank of `gap` or more parts from the rest of the page: the band's
+    innermost line is given back to the body while it lies nearer to it."""
+    band = sorted(band, key=lambda ln: ln.key[3] if top else -ln.key[1])
+    while band:
+        taken = {id(ln) for ln in band}
+        rest = [ln for ln in lines if id(ln) not in taken]
+        if not rest:
+            return band
+        blank = (min(ln.key[1] for ln in rest) - max(ln.key[3] for ln in band) if top
+                 else min(ln.key[1] for ln in band) - max(ln.key[3] for ln in rest))
+        if blank >= gap:
+            return band
+        band.pop()
+    return band
 
 
 def _rejoin_columns(blocks: list[Block]) -> list[Block]:
@@ -142,13 +192,14 @@ def _rejoin_columns(blocks: list[Block]) -> list[Block]:
     return out
 
 
-def _xy_cut(lines: list[Line], unit: float, split: Splitter | None = None) -> list[Line | Block]:
+def _xy_cut(lines: list[Line], unit: float, split: Splitter | None = None, params: Params = PARAMS
+            ) -> list[Line | Block]:
     """Lines in reading order; a table found on the way comes whole, as a block of rows."""
     out: list[Line | Block] = []
     pending = [lines]  # a stack of regions, the next to read on top (no recursion: a page may have 1,000 lines)
     while pending:
         region = pending.pop()
-        parts = _cut(region, unit, split)
+        parts = _cut(region, unit, split, params)
         if isinstance(parts, tuple):
             pending += [parts[1], parts[0]]
         else:
@@ -156,7 +207,7 @@ def _xy_cut(lines: list[Line], unit: float, split: Splitter | None = None) -> li
     return out
 
 
-def _cut(lines: list[Line], unit: float, split: Splitter | None = None
+def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: Params = PARAMS
          ) -> tuple[list[Line], list[Line]] | list[Line | Block]:
     """The region cut in two at its widest empty band (first, then the rest), or what it reads as whole."""
     if len(lines) <= 1:
@@ -170,14 +221,17 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None
     # gutter is one line high).
     if col is not None and col[1] - col[0] < 0.5 * unit and not _narrow_gutter(lines, col, unit):
         col = None
-    if col is None and split is not None and (bridged := _bridged_gutter(lines, unit, split)):
+    if col is None and split is not None and (bridged := _bridged_gutter(lines, unit, split, params)):
         return bridged
     if col is None and row is not None:
-        row = _spanning_cut(lines, rows, unit) or row
+        row = _spanning_cut(lines, rows, unit, params) or row
     # A gutter the whole region's height is taken before a row gap of paragraph size, however narrow it is: such a
     # gap that lines up across the columns is two paragraph breaks, not the end of a band of columns.
-    if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0] or row[1] - row[0] < SECTION * unit):
+    if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]
+                            or row[1] - row[0] < params.section * unit):
         cut = (col[0] + col[1]) / 2
+        if pairs := _key_values(lines, cut, unit, params):
+            return pairs
         if _is_table(lines, cut, unit):
             rows_of_cells = _rows(lines, unit)
             return [Block("table", [ln for row in rows_of_cells for ln in row], rows=rows_of_cells)]
@@ -198,7 +252,8 @@ def _first_and_rest(lines: list[Line], first: list[Line]) -> tuple[list[Line], l
     return first, [ln for ln in lines if id(ln) not in taken]
 
 
-def _bridged_gutter(lines: list[Line], unit: float, split: Splitter) -> tuple[list[Line], list[Line]] | None:
+def _bridged_gutter(lines: list[Line], unit: float, split: Splitter, params: Params = PARAMS
+                    ) -> tuple[list[Line], list[Line]] | None:
     """The region cut at a gutter between columns of text that one or two lines bridge, those lines cut in it.
 
     Where a row's words nearly touch across a gutter, the detector makes the row one box; no empty band then
@@ -215,7 +270,7 @@ def _bridged_gutter(lines: list[Line], unit: float, split: Splitter) -> tuple[li
         top = min(ln.key[1] for ln in left + right)
         bottom = max(ln.key[3] for ln in left + right)
         pitch = _pitch(left, unit)
-        bridges = [ln for ln in crossing if ln.height <= BODY * unit
+        bridges = [ln for ln in crossing if ln.height <= params.body * unit
                    and _near(ln, left, pitch) and _near(ln, right, pitch)]
         apart = [ln for ln in crossing if ln.key[3] <= top or ln.key[1] >= bottom]
         if not bridges or {id(ln) for ln in bridges + apart} != {id(ln) for ln in crossing}:
@@ -279,31 +334,19 @@ def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float) -> 
         len(side) >= 4 and statistics.median(ln.key[2] - ln.key[0] for ln in side) >= 2 * unit for side in sides)
 
 
-def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: float) -> tuple[float, float] | None:
+def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: float, params: Params = PARAMS
+                  ) -> tuple[float, float] | None:
     """A row gap near the top or the bottom past which the lines have a gutter: a title (or a closing line) that
     spans the columns and so hides their gutter, cut off first so each column reads whole. Without it the widest
     row gap may be a paragraph break that lines up across the columns, and the page reads across them."""
-    for gap, below in [(gap, True) for gap in rows[:EDGE_ROWS]] + [(gap, False) for gap in rows[::-1][:EDGE_ROWS]]:
+    edge = params.edge_rows
+    for gap, below in [(gap, True) for gap in rows[:edge]] + [(gap, False) for gap in rows[::-1][:edge]]:
         middle = (gap[0] + gap[1]) / 2
         rest = [ln for ln in lines if (ln.centre_y > middle) == below]
         gutter = _widest(_gaps([(ln.key[0], ln.key[2]) for ln in rest]))
         if gutter is not None and gutter[1] - gutter[0] >= 0.5 * unit:
             return gap
     return None
-
-
-# A line at most this many times the page's median line height is of body size: a header, a footer, a row that may
-# bridge a gutter (a title is 1.35 times or more).
-BODY = 1.2
-
-
-# A row gap this many line heights wide or wider may end a band of columns (a section break); a narrower one is
-# a paragraph break (one blank line at line spacing up to 1.6 leaves about 2.2).
-SECTION = 3.0
-
-
-# How many row gaps from the top and from the bottom may cut off a title or a closing line (_spanning_cut).
-EDGE_ROWS = 3
 
 
 def _widest(gaps: list[tuple[float, float]]) -> tuple[float, float] | None:
@@ -324,6 +367,33 @@ def _gaps(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
             gaps.append((end, lo))
         end = hi if end is None else max(end, hi)
     return gaps
+
+
+def _key_values(lines: list[Line], cut: float, unit: float, params: Params) -> list[Block] | None:
+    """Key-value rows either side of a gutter (a form, a glossary): each term with the value's lines beside and
+    under it, one block per term, or None where the region is not such rows.
+
+    A form of several-word terms read as two columns, all terms then all values (issue 56, CER 0.40); a glossary
+    read as a table, each wrapped definition's last line a row of its own."""
+    terms = sorted((ln for ln in lines if ln.centre_x < cut), key=lambda ln: ln.centre_y)
+    values = sorted((ln for ln in lines if ln.centre_x >= cut), key=lambda ln: ln.centre_y)
+    if len(terms) < 2 or len(values) < len(terms):
+        return None
+    term_width = max(ln.key[2] for ln in terms) - min(ln.key[0] for ln in terms)
+    value_width = max(ln.key[2] for ln in values) - min(ln.key[0] for ln in values)
+    if term_width > params.term_width * value_width or not _prose(values):
+        return None
+    if sum(ln.text.strip()[:1].islower() for ln in terms) >= params.term_lower * len(terms):
+        return None
+    paired = sum(any(abs(v.centre_y - t.centre_y) < 0.5 * unit for v in values) for t in terms)
+    if paired < params.term_paired * len(terms):
+        return None
+    blocks = [Block("text", [t]) for t in terms]
+    above = []
+    for value in values:
+        owner = next((b for b in reversed(blocks) if b.lines[0].centre_y - 0.5 * unit <= value.centre_y), None)
+        (owner.lines if owner else above).append(value)
+    return ([Block("text", above)] if above else []) + blocks
 
 
 def _is_table(lines: list[Line], cut: float, unit: float) -> bool:
@@ -373,11 +443,12 @@ def _centre(row: list[Line]) -> float:
 def _group(ordered: list[Line | Block], unit: float) -> list[Block]:
     """Consecutive lines of one column at a paragraph's pitch and type size become one block."""
     blocks: list[Block] = []
+    whole = None  # a block the cut gave whole (a table, key-value rows): no line is added to it
     for line in ordered:
         if isinstance(line, Block):
-            blocks.append(line)
+            blocks.append(whole := line)
             continue
-        block = blocks[-1] if blocks and blocks[-1].kind != "table" else None
+        block = blocks[-1] if blocks and blocks[-1] is not whole else None
         bullet = bool(_BULLET.match(line.text))
         if block is not None and _continues(block.lines[-1], line, unit):
             indent = line.key[0] - block.lines[-1].key[0]
