@@ -35,6 +35,12 @@ class Params:
     # A row gap this wide or wider may end a band of columns (a section break); a narrower one is a paragraph
     # break (one blank line at line spacing up to 1.6 leaves about 2.2).
     section: float = 3.0
+    # A gutter narrower than half a line height is more likely a wide space between words (linn.png's gutter is
+    # one line high), unless it is this wide or wider and runs the height of `narrow_lines` lines or more of text
+    # on either side: a justified page's 24 px gutter in 20 px type left 7 px between the detector's boxes
+    # (issue 56); a 0.3 there read the page across its columns.
+    narrow_gutter: float = 0.2
+    narrow_lines: int = 4
     # How many row gaps from the top and from the bottom may cut off a title or a closing line (_spanning_cut).
     edge_rows: int = 3
     # Running heads and feet lie within this share of the page's height from its top or bottom edge...
@@ -217,9 +223,7 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
                   for ln in lines])
     cols = _gaps([(ln.key[0], ln.key[2]) for ln in lines])
     row, col = _widest(rows), _widest(cols)
-    # A gutter narrower than half a line's height is more likely a wide space between words (linn.png's
-    # gutter is one line high).
-    if col is not None and col[1] - col[0] < 0.5 * unit and not _narrow_gutter(lines, col, unit):
+    if col is not None and col[1] - col[0] < 0.5 * unit and not _narrow_gutter(lines, col, unit, params):
         col = None
     if col is None and split is not None and (bridged := _bridged_gutter(lines, unit, split, params)):
         return bridged
@@ -324,14 +328,14 @@ def _near(line: Line, others: list[Line], pitch: float) -> bool:
     return any(abs(ln.centre_y - line.centre_y) <= 1.3 * pitch for ln in others)
 
 
-def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float) -> bool:
-    """A blank narrower than half a line's height that still runs the height of four lines or more of text on
+def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float, params: Params) -> bool:
+    """A blank narrower than half a line's height that still runs the height of `narrow_lines` lines of text on
     either side: a gutter between narrow columns in a small font (a word space does not line up down so many
     lines). List numbers and bullets in boxes of their own are not a column of text."""
     cut = (col[0] + col[1]) / 2
     sides = [[ln for ln in lines if (ln.centre_x < cut) == left] for left in (True, False)]
-    return col[1] - col[0] >= 0.3 * unit and all(
-        len(side) >= 4 and statistics.median(ln.key[2] - ln.key[0] for ln in side) >= 2 * unit for side in sides)
+    return col[1] - col[0] >= params.narrow_gutter * unit and all(
+        len(side) >= params.narrow_lines and statistics.median(ln.key[2] - ln.key[0] for ln in side) >= 2 * unit for side in sides)
 
 
 def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: float, params: Params = PARAMS
