@@ -256,3 +256,24 @@ def test_key_value_rows_read_term_by_term():
     # Two columns of running text as wide as each other are not key-value rows.
     blocks = order_blocks(_page(_two_columns()), height=1650)
     assert [b.kind for b in blocks] == ["title", "text"]
+
+
+def test_boxes_whose_text_is_not_known_read_narrow_columns_as_columns():
+    """The vLLM path's layout has the detector's boxes and no text: given "XXXX" stand-ins (one capitalised word
+    each, never prose), three narrow columns of short lines read as a table, row by row (issue 56)."""
+    columns = [[f"c{c}-{i}" for i in range(6)] for c in range(3)]
+    rows = [(text, 100 + 280 * c, 300 + 32 * i, 100 + 280 * c + 240, 325 + 32 * i)
+            for c, column in enumerate(columns) for i, text in enumerate(column)]
+    lines = _page(rows)
+    for line in lines:
+        line.text = None
+    blocks = order_blocks(lines, height=1650)
+    assert "table" not in [b.kind for b in blocks]
+    assert [ln.box[:2] for b in blocks for ln in b.lines] == [ln.box[:2] for ln in _page(rows)]
+    # A table's short cells are still a table.
+    cells = [(text, 100 + 300 * c, 300 + 32 * i, 100 + 300 * c + 60, 325 + 32 * i)
+             for c in range(3) for i, text in enumerate(["Rope", "Nails", "Tar"])]
+    lines = _page(cells)
+    for line in lines:
+        line.text = None
+    assert [b.kind for b in order_blocks(lines, height=1650)] == ["table"]

@@ -66,23 +66,23 @@ def grey_page(grey: int, *, font_size: int = 26) -> LaidOutPage:
     return LaidOutPage(page, "\n".join(truth))
 
 
-def two_columns(*, margin: int = 110, top: int = 150, justified: bool = False, gutter: int = 50,
-                font_size: int = 24, font: str = SERIF, paragraphs: list[str] = TEXT) -> LaidOutPage:
-    """Two columns of body text, no title; `top` and `margin` narrow make the columns start and end within the
-    page's top and bottom 7 %, where running heads and feet are. `justified` spreads each full line to the
+def columns_page(count: int = 2, *, margin: int = 110, top: int = 150, justified: bool = False, gutter: int = 50,
+                 font_size: int = 24, font: str = SERIF, paragraphs: list[str] = TEXT) -> LaidOutPage:
+    """`count` columns of body text, no title; `top` and `margin` narrow make the columns start and end within
+    the page's top and bottom 7 %, where running heads and feet are. `justified` spreads each full line to the
     column's width, as typeset books do."""
     width, height = 1275, 1650
     page, draw = _page((width, height))
     face = ImageFont.truetype(font, font_size)
-    col = (width - 2 * margin - gutter) // 2
+    col = (width - 2 * margin - gutter * (count - 1)) // count
     lines: list[tuple[str, bool]] = []
     for para in paragraphs:
         wrapped = wrap(para, face, draw, col)
         lines += [(ln, i == len(wrapped) - 1) for i, ln in enumerate(wrapped)]
-    half = -(-len(lines) // 2)
-    pitch = min(int(font_size * 1.45), (height - 2 * top) // max(half - 1, 1))
+    per = -(-len(lines) // count)
+    pitch = min(int(font_size * 1.45), (height - 2 * top) // max(per - 1, 1))
     for n, (line, last) in enumerate(lines):
-        x, y = margin + (n >= half) * (col + gutter), top + pitch * (n % half)
+        x, y = margin + (n // per) * (col + gutter), top + pitch * (n % per)
         words = line.split(" ")
         if justified and not last and len(words) > 1:
             space = (col - sum(draw.textlength(w, font=face) for w in words)) / (len(words) - 1)

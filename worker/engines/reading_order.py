@@ -55,6 +55,10 @@ class Params:
     term_paired: float = 0.8
     # ...and fewer than this share of the terms start lower-case, as the lines of a column's sentences do.
     term_lower: float = 0.3
+    # A line whose text is not known holds several words (running text, not a table's cell) where its box is this
+    # many line heights wide: glyphs are about half as wide as the line is high. "XXXX" stand-ins, one capitalised
+    # word each, made narrow columns of the vLLM path's layout a table read row by row (issue 56).
+    unknown_words: float = 5.0
 
 
 PARAMS = Params()
@@ -62,7 +66,7 @@ PARAMS = Params()
 
 @dataclass
 class Line:
-    text: str
+    text: str | None  # None: not known (a detector's boxes alone, for an engine that reads without positions)
     box: tuple[int, int, int, int]  # axis-aligned, pixels of the upright image
     confidence: float
     key: tuple[float, float, float, float] = (0, 0, 0, 0)  # the same box with the page's skew taken out
@@ -189,7 +193,8 @@ def _rejoin_columns(blocks: list[Block]) -> list[Block]:
     out: list[Block] = []
     for block in blocks:
         prev = out[-1] if out else None
-        if (prev is not None and prev.kind == block.kind == "text" and not _ENDS_SENTENCE.search(prev.lines[-1].text)
+        if (prev is not None and prev.kind == block.kind == "text"
+                and not _ENDS_SENTENCE.search(prev.lines[-1].text or "")
                 and block.lines[0].key[1] < prev.lines[-1].key[1] and block.lines[0].key[0] > prev.lines[-1].key[0]
                 and abs(_block_height(prev) - _block_height(block)) < 0.2 * _block_height(prev)):
             prev.lines.extend(block.lines)
@@ -381,13 +386,15 @@ def _key_values(lines: list[Line], cut: float, unit: float, params: Params) -> l
     read as a table, each wrapped definition's last line a row of its own."""
     terms = sorted((ln for ln in lines if ln.centre_x < cut), key=lambda ln: ln.centre_y)
     values = sorted((ln for ln in lines if ln.centre_x >= cut), key=lambda ln: ln.centre_y)
-    if len(terms) < 2 or len(values) < len(terms):
-        return None
+    if len(terms) < 2 or len(values) < len(terms) or any(ln.text is None for ln in terms):
+        return None  # without the terms' text, a page's first column looks the same
+    if (gutter := _widest(_gaps([(ln.key[0], ln.key[2]) for ln in values]))) and gutter[1] - gutter[0] >= 0.5 * unit:
+        return None  # the values have columns of their own: the first column of a page of several
     term_width = max(ln.key[2] for ln in terms) - min(ln.key[0] for ln in terms)
     value_width = max(ln.key[2] for ln in values) - min(ln.key[0] for ln in values)
     if term_width > params.term_width * value_width or not _prose(values):
         return None
-    if sum(ln.text.strip()[:1].islower() for ln in terms) >= params.term_lower * len(terms):
+    if sum((ln.text or "").strip()[:1].islower() for ln in terms) >= params.term_lower * len(terms):
         return None
     paired = sum(any(abs(v.centre_y - t.centre_y) < 0.5 * unit for v in values) for t in terms)
     if paired < params.term_paired * len(terms):
@@ -406,7 +413,7 @@ def _is_table(lines: list[Line], cut: float, unit: float) -> bool:
     right = [ln for ln in lines if ln.centre_x >= cut]
     if len(left) < 2 or len(right) < 2:
         return False
-    if statistics.median(len(ln.text) for ln in lines) > 16:
+    if statistics.median(_chars(ln) for ln in lines) > 16:
         return False
     if _prose(left) and _prose(right):
         return False  # narrow columns of running text: short lines too, and they line up as well
@@ -415,16 +422,24 @@ def _is_table(lines: list[Line], cut: float, unit: float) -> bool:
     return paired >= 0.6 * min(len(left), len(right))
 
 
-def _prose(lines: list[Line]) -> bool:
+def _chars(line: Line) -> float:
+    """The line's length in characters, or about as many as its box holds where its text is not known."""
+    return len(line.text) if line.text is not None else 2 * (line.key[2] - line.key[0]) / max(line.height, 1.0)
+
+
+def _prose(lines: list[Line], params: Params = PARAMS) -> bool:
     """Most lines read as running text (several words, a lower-case continuation, or a run of CJK characters)
-    with few digits; a table's cells are mostly a capitalised word, a number or a code."""
-    def wordy(text: str) -> bool:
-        text = text.strip()
+    with few digits; a table's cells are mostly a capitalised word, a number or a code. A line of unknown text
+    is running text where its box is wide (Params.unknown_words)."""
+    def wordy(line: Line) -> bool:
+        if line.text is None:
+            return line.key[2] - line.key[0] >= params.unknown_words * line.height
+        text = line.text.strip()
         if not text or sum(ch.isdigit() for ch in text) > 0.3 * len(text.replace(" ", "")):
             return False
         return len(text.split()) >= 2 or text[0].islower() or len(_CJK.findall(text)) >= 5
 
-    return sum(wordy(ln.text) for ln in lines) >= 0.6 * len(lines)
+    return sum(wordy(ln) for ln in lines) >= 0.6 * len(lines)
 
 
 def _rows(lines: list[Line], unit: float) -> list[list[Line]]:
@@ -453,12 +468,12 @@ def _group(ordered: list[Line | Block], unit: float) -> list[Block]:
             blocks.append(whole := line)
             continue
         block = blocks[-1] if blocks and blocks[-1] is not whole else None
-        bullet = bool(_BULLET.match(line.text))
+        bullet = bool(_BULLET.match(line.text or ""))
         if block is not None and _continues(block.lines[-1], line, unit):
             indent = line.key[0] - block.lines[-1].key[0]
             if block.kind == "list" and not bullet:
                 # An item goes on in lines indented under its text; a line back at the bullet's edge does not.
-                start = next(ln for ln in reversed(block.lines) if _BULLET.match(ln.text))
+                start = next(ln for ln in reversed(block.lines) if _BULLET.match(ln.text or ""))
                 if line.key[0] > start.key[0] + 0.3 * unit:
                     block.lines.append(line)
                     continue
