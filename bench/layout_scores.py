@@ -53,16 +53,19 @@ def wer(truth: str, text: str) -> tuple[int, int]:
 
 
 def kendall_tau(truth_units: list[str], text: str) -> float | None:
-    """Kendall's tau between the truth's order of its parts and where each is found in the reading (parts found
-    at 80 % or better), or None with fewer than two found."""
+    """Kendall's tau between the truth's order of its runs of four words and where each is found in the reading
+    (at 90 % or better; a run found twice counts once), or None with fewer than two found."""
     flat = " ".join(_words(text))
     found = []
     for unit in truth_units:
-        if len(unit) < 3:
-            continue  # a short cell ("1901") may be found anywhere
-        match = fuzz.partial_ratio_alignment(unit, flat, score_cutoff=80)
-        if match is not None:
-            found.append(match.dest_start)
+        words = _words(unit)
+        for k in range(0, max(len(words) - 3, 1), 4):
+            run = " ".join(words[k:k + 4])
+            if len(run) < 8:
+                continue  # a short cell ("1901") may be found anywhere
+            match = fuzz.partial_ratio_alignment(run, flat, score_cutoff=90)
+            if match is not None:
+                found.append(match.dest_start)
     pairs = list(itertools.combinations(found, 2))
     if not pairs:
         return None
