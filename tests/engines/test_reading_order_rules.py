@@ -277,3 +277,23 @@ def test_boxes_whose_text_is_not_known_read_narrow_columns_as_columns():
     for line in lines:
         line.text = None
     assert [b.kind for b in order_blocks(lines, height=1650)] == ["table"]
+
+
+def test_headings_of_a_little_more_than_body_size_are_titles_and_a_tables_heading_stays_out_of_it():
+    """Headings set 1.1-1.2 times the body's size were read into the paragraphs around them (the rule wanted boxes
+    1.35 times the body's), and the heading above a table was its first row (issue 56)."""
+    body = [f"line {i} of the paragraph about the branch line goes on" for i in range(3)]
+    rows = [("The Branch Line", 100, 100, 330, 128)]
+    rows += [(text if i < 2 else text + ".", 100, 140 + 34 * i, 800, 165 + 34 * i) for i, text in enumerate(body)]
+    rows += [("Weather and Crops", 100, 250, 360, 278)]
+    rows += [(text, 100, 290 + 34 * i, 800, 315 + 34 * i) for i, text in enumerate(body)]
+    blocks = order_blocks(_page(rows), height=1100)
+    assert [b.kind for b in blocks] == ["title", "text", "title", "text"]
+    assert to_markdown(blocks).startswith("# The Branch Line\n\nline 0")
+    cells = [("Passenger figures", 100, 100, 330, 128)]
+    cells += [(text, 100 + 300 * c, 140 + 34 * i, 100 + 300 * c + 90, 165 + 34 * i)
+              for i, row in enumerate([["Year", "Passengers"], ["1901", "4,210"], ["1911", "5,870"]])
+              for c, text in enumerate(row)]
+    blocks = order_blocks(_page(cells), height=1100)
+    assert [b.kind for b in blocks] == ["title", "table"]
+    assert "Passenger figures" not in to_markdown(blocks[1:])
