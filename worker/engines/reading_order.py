@@ -46,8 +46,8 @@ class Params:
     # A gutter narrower than half a line height is more likely a wide space between words (linn.png's gutter is
     # one line high), unless it is this wide or wider and runs the height of `narrow_lines` lines or more of text
     # on either side: a justified page's 24 px gutter in 20 px type left 7 px between the detector's boxes
-    # (issue 56); a 0.3 there read the page across its columns.
-    narrow_gutter: float = 0.2
+    # (issue 56), another 5 px where one box reached into it; a 0.3 there read the page across its columns.
+    narrow_gutter: float = 0.1
     narrow_lines: int = 4
     # How many row gaps from the top and from the bottom may cut off a title or a closing line (_spanning_cut).
     edge_rows: int = 3
@@ -98,6 +98,7 @@ class Block:
     kind: str
     lines: list[Line] = field(default_factory=list)
     rows: list[list[Line]] | None = None  # a table's cells, row by row
+    whole: bool = False  # given whole by the cut (key-value rows): no line joins it, and it is no title
 
     @property
     def box(self) -> list[int]:
@@ -174,7 +175,7 @@ def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = Non
         block.kind = "footer"
     blocks = _split_headings(_group(_xy_cut(body, unit, split, params), unit, params), params)
     for block in blocks:
-        if (block.kind == "text" and len(block.lines) <= 3 and _block_height(block) >= params.title * unit
+        if (block.kind == "text" and not block.whole and len(block.lines) <= 3 and _block_height(block) >= params.title * unit
                 and not _ENDS_PARAGRAPH.search(block.lines[-1].text or "")):
             block.kind = "title"
     return headers + _rejoin_columns(blocks) + footers
@@ -416,12 +417,12 @@ def _key_values(lines: list[Line], cut: float, unit: float, params: Params) -> l
     paired = sum(any(abs(v.centre_y - t.centre_y) < 0.5 * unit for v in values) for t in terms)
     if paired < params.term_paired * len(terms):
         return None
-    blocks = [Block("text", [t]) for t in terms]
+    blocks = [Block("text", [t], whole=True) for t in terms]
     above = []
     for value in values:
         owner = next((b for b in reversed(blocks) if b.lines[0].centre_y - 0.5 * unit <= value.centre_y), None)
         (owner.lines if owner else above).append(value)
-    return ([Block("text", above)] if above else []) + blocks
+    return ([Block("text", above, whole=True)] if above else []) + blocks
 
 
 def _is_table(lines: list[Line], cut: float, unit: float) -> bool:
@@ -510,7 +511,7 @@ def _split_headings(blocks: list[Block], params: Params) -> list[Block]:
     out: list[Block] = []
     for block in blocks:
         lines, start = block.lines, 0
-        if block.kind == "text":
+        if block.kind == "text" and not block.whole:
             for i in range(1, len(lines) - 1):
                 if _ENDS_SENTENCE.search(lines[i - 1].text or "") and _heads(lines[i], lines[i + 1], params):
                     out += [Block("text", lines[start:i]), Block("title", [lines[i]])]
