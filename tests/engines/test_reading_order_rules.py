@@ -230,7 +230,8 @@ def test_columns_that_reach_into_the_top_and_bottom_bands_keep_their_first_and_l
     assert {b.kind for b in blocks} == {"text"}
     assert [ln.text for block in blocks for ln in block.lines] == [t for column in columns for t in column]
     rows, columns = _narrow_margin_columns(top=70)
-    rows = [r for r in rows if r[4] < 1020] + [("Cooperative Review, No. 4", 40, 5, 400, 30), ("7", 540, 1070, 560, 1095)]
+    rows = [r for r in rows if r[4] < 1020]
+    rows += [("Cooperative Review, No. 4", 40, 5, 400, 30), ("7", 540, 1070, 560, 1095)]
     blocks = order_blocks(_page(rows), height=1100)
     assert blocks[0].kind == "header" and blocks[-1].kind == "footer"
     assert {b.kind for b in blocks[1:-1]} == {"text"}

@@ -143,7 +143,8 @@ class CpuEngine:
         timings = {"orientation_s": oriented - started, "ocr_s": read - oriented, "layout_s": done - read}
         return PageText(text=text, engine=self.name, model=self.model, seconds=done - started,
                         details={"lines": len(lines), "show_through": cleaned, "split_lines": self._split_lines,
-                                 "dropped_lines": sum(self._dropped.values()), "dropped": {k: n for k, n in self._dropped.items() if n},
+                                 "dropped_lines": sum(self._dropped.values()),
+                                 "dropped": {k: n for k, n in self._dropped.items() if n},
                                  "cut_slivers": self._slivers,
                                  "confirmed_lines": (self._cascade.confirmed - confirmed) if self._cascade else 0,
                                  "reread_lines": self._reread["lines"],

@@ -175,7 +175,8 @@ def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = Non
         block.kind = "footer"
     blocks = _split_headings(_group(_xy_cut(body, unit, split, params), unit, params), params)
     for block in blocks:
-        if (block.kind == "text" and not block.whole and len(block.lines) <= 3 and _block_height(block) >= params.title * unit
+        if (block.kind == "text" and not block.whole and len(block.lines) <= 3
+                and _block_height(block) >= params.title * unit
                 and not _ENDS_PARAGRAPH.search(block.lines[-1].text or "")):
             block.kind = "title"
     return headers + _rejoin_columns(blocks) + footers
@@ -358,7 +359,8 @@ def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float, par
     cut = (col[0] + col[1]) / 2
     sides = [[ln for ln in lines if (ln.centre_x < cut) == left] for left in (True, False)]
     return col[1] - col[0] >= params.narrow_gutter * unit and all(
-        len(side) >= params.narrow_lines and statistics.median(ln.key[2] - ln.key[0] for ln in side) >= 2 * unit for side in sides)
+        len(side) >= params.narrow_lines and statistics.median(ln.key[2] - ln.key[0] for ln in side) >= 2 * unit
+        for side in sides)
 
 
 def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: float, params: Params = PARAMS
@@ -487,7 +489,8 @@ def _group(ordered: list[Line | Block], unit: float, params: Params = PARAMS) ->
             continue
         block = blocks[-1] if blocks and blocks[-1] is not whole else None
         bullet = bool(_BULLET.match(line.text or ""))
-        if block is not None and len(block.lines) == 1 and block.kind == "text" and _heads(block.lines[0], line, params):
+        if block is not None and block.kind == "text" and len(block.lines) == 1 and _heads(block.lines[0], line,
+                                                                                          params):
             block.kind = "title"
         elif block is not None and _continues(block.lines[-1], line, unit):
             indent = line.key[0] - block.lines[-1].key[0]
