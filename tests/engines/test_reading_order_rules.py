@@ -213,3 +213,88 @@ def test_two_boxes_of_one_line_that_overlap_read_left_to_right():
     for degrees in (0.0, 2.0, -2.0):
         blocks = order_blocks(_page(rows, degrees=degrees), height=1650)
         assert [line.text for block in blocks for line in block.lines] == [r[0] for r in rows], degrees
+
+
+def _narrow_margin_columns(top: int) -> tuple[list[tuple[str, int, int, int, int]], list[list[str]]]:
+    columns = [[f"column {c} line {i} of running text" for i in range(32)] for c in range(2)]
+    rows = [(text, 40 + 520 * c, top + 32 * i, 40 + 520 * c + 480, top + 32 * i + 25)
+            for c, column in enumerate(columns) for i, text in enumerate(column)]
+    return rows, columns
+
+
+def test_columns_that_reach_into_the_top_and_bottom_bands_keep_their_first_and_last_lines():
+    """Narrow margins put the columns' first and last lines within the page's top and bottom 7 %: they were taken
+    for running heads and feet (issue 56). A head a blank of 1.5 line heights above the body is still one."""
+    rows, columns = _narrow_margin_columns(top=30)
+    blocks = order_blocks(_page(rows), height=1100)
+    assert {b.kind for b in blocks} == {"text"}
+    assert [ln.text for block in blocks for ln in block.lines] == [t for column in columns for t in column]
+    rows, columns = _narrow_margin_columns(top=70)
+    rows = [r for r in rows if r[4] < 1020]
+    rows += [("Cooperative Review, No. 4", 40, 5, 400, 30), ("7", 540, 1070, 560, 1095)]
+    blocks = order_blocks(_page(rows), height=1100)
+    assert blocks[0].kind == "header" and blocks[-1].kind == "footer"
+    assert {b.kind for b in blocks[1:-1]} == {"text"}
+
+
+def test_key_value_rows_read_term_by_term():
+    """A form: several-word terms on the left, values on the right, some wrapped under themselves; read as two
+    columns, all terms and then all values (issue 56)."""
+    fields = [("Name of the applicant", ["Margaret Ellison Hale"]),
+              ("Postal address in full", ["27 Orchard Lane, Upper Brookfield, near the old", "mill on the river road"]),
+              ("Kind of membership", ["a full member since the spring meeting"]),
+              ("Other duties", ["serves on the water committee and keeps", "the library catalogue up to date"])]
+    rows, y = [], 100
+    for term, values in fields:
+        rows.append((term, 100, y, 100 + 12 * len(term), y + 25))
+        for value in values:
+            rows.append((value, 420, y, 420 + 12 * len(value), y + 25))
+            y += 36
+        y += 12
+    for degrees in (0.0, 1.5):
+        blocks = order_blocks(_page(rows, degrees=degrees), height=1100)
+        assert [[ln.text for ln in b.lines] for b in blocks] == [[term, *values] for term, values in fields], degrees
+    # Two columns of running text as wide as each other are not key-value rows.
+    blocks = order_blocks(_page(_two_columns()), height=1650)
+    assert [b.kind for b in blocks] == ["title", "text"]
+
+
+def test_boxes_whose_text_is_not_known_read_narrow_columns_as_columns():
+    """The vLLM path's layout has the detector's boxes and no text: given "XXXX" stand-ins (one capitalised word
+    each, never prose), three narrow columns of short lines read as a table, row by row (issue 56)."""
+    columns = [[f"c{c}-{i}" for i in range(6)] for c in range(3)]
+    rows = [(text, 100 + 280 * c, 300 + 32 * i, 100 + 280 * c + 240, 325 + 32 * i)
+            for c, column in enumerate(columns) for i, text in enumerate(column)]
+    lines = _page(rows)
+    for line in lines:
+        line.text = None
+    blocks = order_blocks(lines, height=1650)
+    assert "table" not in [b.kind for b in blocks]
+    assert [ln.box[:2] for b in blocks for ln in b.lines] == [ln.box[:2] for ln in _page(rows)]
+    # A table's short cells are still a table.
+    cells = [(text, 100 + 300 * c, 300 + 32 * i, 100 + 300 * c + 60, 325 + 32 * i)
+             for c in range(3) for i, text in enumerate(["Rope", "Nails", "Tar"])]
+    lines = _page(cells)
+    for line in lines:
+        line.text = None
+    assert [b.kind for b in order_blocks(lines, height=1650)] == ["table"]
+
+
+def test_headings_of_a_little_more_than_body_size_are_titles_and_a_tables_heading_stays_out_of_it():
+    """Headings set 1.1-1.2 times the body's size were read into the paragraphs around them (the rule wanted boxes
+    1.35 times the body's), and the heading above a table was its first row (issue 56)."""
+    body = [f"line {i} of the paragraph about the branch line goes on" for i in range(3)]
+    rows = [("The Branch Line", 100, 100, 330, 128)]
+    rows += [(text if i < 2 else text + ".", 100, 140 + 34 * i, 800, 165 + 34 * i) for i, text in enumerate(body)]
+    rows += [("Weather and Crops", 100, 250, 360, 278)]
+    rows += [(text, 100, 290 + 34 * i, 800, 315 + 34 * i) for i, text in enumerate(body)]
+    blocks = order_blocks(_page(rows), height=1100)
+    assert [b.kind for b in blocks] == ["title", "text", "title", "text"]
+    assert to_markdown(blocks).startswith("# The Branch Line\n\nline 0")
+    cells = [("Passenger figures", 100, 100, 330, 128)]
+    cells += [(text, 100 + 300 * c, 140 + 34 * i, 100 + 300 * c + 90, 165 + 34 * i)
+              for i, row in enumerate([["Year", "Passengers"], ["1901", "4,210"], ["1911", "5,870"]])
+              for c, text in enumerate(row)]
+    blocks = order_blocks(_page(cells), height=1100)
+    assert [b.kind for b in blocks] == ["title", "table"]
+    assert "Passenger figures" not in to_markdown(blocks[1:])

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -17,6 +20,44 @@ from PIL import Image
 
 from worker.engines import cascade, inference, reading_order
 from worker.engines.base import EngineError, PageText
+
+
+@dataclass(frozen=True)
+class Params:
+    """The thresholds of the engine's clean-up of a page's lines: show-through, and lines cut at gutters."""
+
+    # A line whose ink stands out from its background by less than this share of what the page's lines do is text
+    # showing through from the other side of the sheet (or the page under it), not the page's own: its contrast
+    # was 40-54 against 220-255 on the corpus's bleed-through pages, and the recogniser read it as noise.
+    faint: float = 0.35
+    # A faint line read this surely and this long is the page's own light text (a note, a form's printed hint),
+    # kept: grey 175 and 200 text on white was dropped as show-through (issue 56). Show-through is mirrored, and
+    # reads as noise at lower scores.
+    sure_score: float = 0.95
+    sure_chars: int = 12
+    # A blank in a line's box at least `gutter` box heights wide, and `spaces` times the median blank between its
+    # words, is a gutter between columns (or table cells), not a space between words. The corpus's narrowest
+    # gutters were about one box height (30 px at 150 dpi).
+    gutter: float = 0.8
+    spaces: float = 2.5
+    # A blank `gutter` box heights wide that stays blank on the page through the lines above and below it (this
+    # many box heights each way), a band `gutter_band` box heights wide, is a gutter however wide the line's word
+    # spaces are: justified lines have wide ones, and the detector's boxes across a 30 px gutter were left whole
+    # (issue 56, CER 0.53). At 1.5 heights and any one blank column, rivers of word spaces in monospaced and
+    # ragged text cut 21 lines of a corpus page into words (CER 0.0016 to 0.0057 on the corpus).
+    gutter_run: float = 3.0
+    gutter_band: float = 0.4
+    # ...and only where it is this many times the line's usual blank between words (a monospaced title's word
+    # spaces line up with the body's below it).
+    gutter_spaces: float = 1.5
+    # Ink of a cut line narrower than this share of its height is a sliver of the next column's first letter...
+    sliver: float = 0.25
+    # ...where it touches the box's end (within this share of its height): a lone "I" or "1" clear of the end was
+    # dropped as one (issue 56).
+    sliver_edge: float = 0.05
+
+
+PARAMS = Params()
 
 
 class CpuEngine:
@@ -56,6 +97,8 @@ class CpuEngine:
         self._show_through_on = show_through
         self._split_on = split
         self._split_lines = 0
+        self._dropped: Counter[str] = Counter()
+        self._slivers = 0
         self.model = "rapidocr-3.10/PP-OCRv6" + (" tiny, small where unsure" if self._cascade else "")
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
@@ -65,6 +108,7 @@ class CpuEngine:
         started = time.perf_counter()
         self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
         self._split_lines = 0
+        self._dropped, self._slivers = Counter(), 0
         confirmed = self._cascade.confirmed if self._cascade else 0
         # An array, never a path: a palette PNG given as a path reads as empty.
         array = np.asarray(image.convert("RGB"))
@@ -76,10 +120,16 @@ class CpuEngine:
                     and _weight(reading) < 0.5 * _weight(upright := self._detect_and_read(array))):
                 # The classifier saw a turned page that reads far better as it came: keep it as it came.
                 rotation, reading = 0, upright
-            cleaned = self._show_through_on and len(reading[2]) > 0 and bool(_faint(reading[0], reading[1]).any())
+            faint = _faint(*reading[:2]) if self._show_through_on and reading[2] else np.zeros(0, bool)
+            sure = _sure(reading[2], reading[3])
+            cleaned = bool((faint & ~sure).any())
             if cleaned:
                 # Text shows through from the other side: boxes of the page's own lines may have taken it in too.
+                self._dropped["show_through"] += int((faint & ~sure).sum())
+                first = reading
                 reading = self._detect_and_read(_without_show_through(reading[0]))
+                # The page's own light text goes with the show-through: its lines from the first reading come back.
+                reading = _with_lines(reading, first, faint & sure)
             lines = self._lines(*reading)
             read = time.perf_counter()
             blocks = reading_order.order_blocks(lines, height=reading[0].shape[0],
@@ -93,6 +143,9 @@ class CpuEngine:
         timings = {"orientation_s": oriented - started, "ocr_s": read - oriented, "layout_s": done - read}
         return PageText(text=text, engine=self.name, model=self.model, seconds=done - started,
                         details={"lines": len(lines), "show_through": cleaned, "split_lines": self._split_lines,
+                                 "dropped_lines": sum(self._dropped.values()),
+                                 "dropped": {k: n for k, n in self._dropped.items() if n},
+                                 "cut_slivers": self._slivers,
                                  "confirmed_lines": (self._cascade.confirmed - confirmed) if self._cascade else 0,
                                  "reread_lines": self._reread["lines"],
                                  "reread_kept": self._reread["kept"], "reread_s": round(self._reread["seconds"], 4)}
@@ -118,7 +171,8 @@ class CpuEngine:
                ) -> list[reading_order.Line]:
         if not txts:
             return []
-        kept = ~_faint(array, quads)
+        kept = ~(_faint(array, quads) & ~_sure(txts, scores))
+        self._dropped["faint"] += int((~kept).sum())
         if not kept.all():
             quads = quads[kept]
             txts = [text for text, keep in zip(txts, kept, strict=True) if keep]
@@ -139,14 +193,21 @@ class CpuEngine:
         from rapidocr.utils.process_img import get_rotate_crop_image
 
         cut: dict[int, list[np.ndarray]] = {}
+        blank = _BlankColumns(array)
         for i, quad in enumerate(quads):
             crop = get_rotate_crop_image(array, quad)
-            pieces = _pieces(crop, txts[i])
+            pieces, slivers = _pieces(crop, txts[i], gutter_at=partial(blank.through, quad, crop.shape))
+            self._slivers += slivers
             if pieces is not None:
-                cut[i] = [_part_of(quad, crop.shape[1], lo, hi) for lo, hi in pieces]
+                # Read with a margin; boxed tight, so that the gutter shows between the parts' boxes and the next
+                # column's (a justified line's part, padded, came within 4 px of them).
+                height, width = crop.shape[:2]
+                cut[i] = [(_part_of(quad, width, max(0, lo - 0.3 * height), min(width, hi + 0.3 * height)),
+                           _part_of(quad, width, max(0, lo - 0.1 * height), min(width, hi + 0.1 * height)))
+                          for lo, hi in pieces]
         if not cut:
             return quads, txts, scores
-        read = iter(zip(*self._recognise(array, [part for parts in cut.values() for part in parts]), strict=True))
+        read = iter(zip(*self._recognise(array, [part for parts in cut.values() for part, _ in parts]), strict=True))
         new_quads, new_txts, new_scores = [], [], []
         for i, quad in enumerate(quads):
             if i not in cut:
@@ -154,12 +215,14 @@ class CpuEngine:
                 new_txts.append(txts[i])
                 new_scores.append(scores[i])
                 continue
-            for part in cut[i]:
+            for _, part in cut[i]:
                 text, score = next(read)
                 if text.strip():
                     new_quads.append(part)
                     new_txts.append(text)
                     new_scores.append(float(score))
+                else:
+                    self._dropped["empty_part"] += 1
         self._split_lines += len(cut)
         return np.array(new_quads, dtype=np.float32).reshape(-1, 4, 2), new_txts, new_scores
 
@@ -263,13 +326,6 @@ def _unsure(text: str, score: float, quad: np.ndarray) -> bool:
     return score < UNSURE_SCORE or cascade.sparse(text, width, height)
 
 
-# A line whose ink stands out from its background by less than this share of what the page's lines do is text
-# showing through from the other side of the sheet (or the page under it), not the page's own: its contrast was
-# 40-54 against 220-255 on the corpus's bleed-through pages, and the recogniser read it as noise. Light grey text
-# (50 % grey: half the contrast) stays.
-FAINT = 0.35
-
-
 def _darkest(array: np.ndarray) -> np.ndarray:
     """Each pixel's darkest channel. numpy's min over a last axis of 3 took 0.2 s on a 300 dpi page; this, 9 ms."""
     if array.ndim == 2:
@@ -290,11 +346,33 @@ def _faint(array: np.ndarray, quads: np.ndarray) -> np.ndarray:
             low, high = np.percentile(crop, [5, 90])
             contrast[i] = high - low
     # The page's own lines: most of them, even on a page where much shows through.
-    return contrast < FAINT * np.percentile(contrast, 75)
+    return contrast < PARAMS.faint * np.percentile(contrast, 75)
+
+
+def _sure(txts: list[str], scores: list[float]) -> np.ndarray:
+    """Which lines read surely enough, and long enough, to be the page's own text however faint."""
+    return np.array([score >= PARAMS.sure_score and len(text.strip()) >= PARAMS.sure_chars
+                     for text, score in zip(txts, scores, strict=True)], dtype=bool)
+
+
+def _with_lines(reading: tuple, first: tuple, keep: np.ndarray) -> tuple:
+    """`reading` with the lines of `first` marked in `keep` that overlap none of its own."""
+    array, quads, txts, scores = reading
+    extra = [i for i in np.flatnonzero(keep) if not any(_overlap(first[1][i], q) for q in quads)]
+    if not extra:
+        return reading
+    return (array, np.concatenate([quads.reshape(-1, 4, 2), first[1][extra]]).astype(np.float32),
+            txts + [first[2][i] for i in extra], scores + [first[3][i] for i in extra])
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    (ax0, ay0), (ax1, ay1) = a.min(axis=0), a.max(axis=0)
+    (bx0, by0), (bx1, by1) = b.min(axis=0), b.max(axis=0)
+    return min(ax1, bx1) > max(ax0, bx0) and min(ay1, by1) > max(ay0, by0)
 
 
 def _without_show_through(array: np.ndarray) -> np.ndarray:
-    """The page on a flat white background, with ink far fainter than its own text's (FAINT) taken out.
+    """The page on a flat white background, with ink far fainter than its own text's (Params.faint) taken out.
 
     Where show-through crosses the page's lines, the detector joins both into one box (across a column gutter),
     and the recogniser garbles it; dropping faint lines after detection cannot undo that."""
@@ -306,15 +384,8 @@ def _without_show_through(array: np.ndarray) -> np.ndarray:
     background = cv2.resize(cv2.dilate(small, np.ones((9, 9), np.uint8)), (gray.shape[1], gray.shape[0]),
                             interpolation=cv2.INTER_LINEAR)
     ink = np.clip(background.astype(np.int16) - gray, 0, 255)
-    ink[ink < FAINT * np.percentile(ink, 99.5)] = 0
+    ink[ink < PARAMS.faint * np.percentile(ink, 99.5)] = 0
     return np.repeat((255 - ink).astype(np.uint8)[:, :, None], 3, axis=2)
-
-
-# A blank in a line's box at least GUTTER box heights wide, and SPACES times the median blank between its words, is
-# a gutter between columns (or table cells), not a space between words. The corpus's narrowest gutters were about
-# one box height (30 px at 150 dpi).
-GUTTER = 0.8
-SPACES = 2.5
 
 
 def _inked_columns(crop: np.ndarray) -> np.ndarray | None:
@@ -329,30 +400,68 @@ def _inked_columns(crop: np.ndarray) -> np.ndarray | None:
     return np.flatnonzero(ink.sum(axis=0) > 0)
 
 
-def _pieces(crop: np.ndarray, text: str) -> list[tuple[int, int]] | None:
-    """The column spans of a line's crop on either side of each gutter in it or at its ends (GUTTER), or None when
-    it has none. Slivers of ink narrower than a quarter of the line's height (the edge of the next column's first
-    letter) are dropped."""
+def _pieces(crop: np.ndarray, text: str, *, gutter_at: Callable[[int, int], bool] | None = None,
+            params: Params = PARAMS) -> tuple[list[tuple[int, int]] | None, int]:
+    """The spans of ink of a line's crop on either side of each gutter in it or at its ends (Params.gutter), or
+    None when it has none; and how many slivers of ink at the crop's ends (the next column's first letter, cut by
+    the box) were dropped. `gutter_at` says whether a blank between two of the crop's columns runs down the page
+    through the lines around it."""
     height, width = crop.shape[:2]
     if width < 3 * height or height < 8:
-        return None
+        return None, 0
     inked = _inked_columns(crop)
     if inked is None or inked.size == 0:
-        return None
-    # Runs of inked columns separated by blanks of GUTTER line heights or more, and SPACES times the line's usual
+        return None, 0
+    # Runs of inked columns separated by blanks of `gutter` line heights or more, and `spaces` times the line's usual
     # blank between words (a monospaced font leaves most of a line height between words). The blanks between words
     # are the widest ones, as many as the line's reading has spaces.
     blanks = np.diff(inked)
     words = min(text.count(" "), blanks.size)
     usual = float(np.median(np.sort(blanks)[-words:])) if words else float("inf")
-    breaks = np.flatnonzero((blanks > GUTTER * height) & (blanks > SPACES * usual))
+    wide = blanks > params.gutter * height
+    breaks = wide & (blanks > params.spaces * usual)
+    if gutter_at is not None:
+        for k in np.flatnonzero(wide & ~breaks & (blanks > params.gutter_spaces * usual)):
+            breaks[k] = gutter_at(int(inked[k]), int(inked[k + 1]))
+    breaks = np.flatnonzero(breaks)
     runs = [(int(inked[a]), int(inked[b])) for a, b in zip(np.r_[0, breaks + 1], np.r_[breaks, inked.size - 1],
                                                            strict=True)]
-    runs = [(lo, hi) for lo, hi in runs if hi - lo >= 0.25 * height]
-    if not runs or (len(runs) == 1 and runs[0][0] < GUTTER * height and width - runs[0][1] < GUTTER * height):
-        return None  # one run of ink, and no gutter's width of blank box at either end
-    pad = 0.3 * height
-    return [(max(0, int(lo - pad)), min(width, int(hi + pad))) for lo, hi in runs]
+    edge = max(1.0, params.sliver_edge * height)
+    kept = [(lo, hi) for lo, hi in runs
+            if hi - lo >= params.sliver * height or (lo > edge and hi < width - 1 - edge)]
+    slivers = len(runs) - len(kept)
+    if not kept or (len(kept) == 1 and kept[0][0] < params.gutter * height
+                    and width - kept[0][1] < params.gutter * height):
+        return None, slivers  # one run of ink, and no gutter's width of blank box at either end
+    return kept, slivers
+
+
+class _BlankColumns:
+    """Where the page has no ink, column by column, counted lazily (most pages never ask)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array, self._ink = array, None
+
+    def through(self, quad: np.ndarray, shape: tuple, a: int, b: int) -> bool:
+        """A band of page columns under the blank between columns a and b of the line's crop (of `shape`),
+        Params.gutter_band box heights wide, is free of ink from Params.gutter_run box heights above the line to as
+        far below it."""
+        if self._ink is None:
+            dark = _darkest(self._array) < 128
+            self._ink = np.vstack([np.zeros((1, dark.shape[1]), np.int32), np.cumsum(dark, axis=0, dtype=np.int32)])
+        height, width = shape[:2]
+        x0 = quad[0][0] + (quad[1][0] - quad[0][0]) * a / max(width, 1)
+        x1 = quad[0][0] + (quad[1][0] - quad[0][0]) * b / max(width, 1)
+        columns = slice(max(0, int(np.ceil(x0)) + 1), min(self._ink.shape[1], int(x1)))
+        if columns.start >= columns.stop:
+            return False
+        reach = PARAMS.gutter_run * height
+        y0 = max(0, int(quad[:, 1].min() - reach))
+        y1 = min(self._ink.shape[0] - 1, int(quad[:, 1].max() + reach))
+        blank = np.r_[False, self._ink[y1, columns] == self._ink[y0, columns], False]
+        edges = np.flatnonzero(np.diff(blank.astype(np.int8)))
+        widest = int((edges[1::2] - edges[::2]).max()) if edges.size else 0
+        return widest >= PARAMS.gutter_band * height
 
 
 # A blank this share of a line's height wide or wider may part two columns' words on a line that bridges a

@@ -57,11 +57,8 @@ class LineDetector:
         if output.boxes is None or not len(output.boxes):
             return []
         quads = output.boxes.tolist()
-        # The ordering tells a table (short cells) from columns by text length: stand in the characters a
-        # box of that width holds (glyphs about half as wide as the line is high).
-        lengths = [round(2 * (q[1][0] - q[0][0]) / max(q[3][1] - q[0][1], 1)) for q in quads]
-        # One capitalised word each: the ordering's prose test (lower-case continuations) must not fire on it.
-        lines = reading_order.lines_from_quads(quads, ["X" * n for n in lengths], output.scores or [1.0] * len(quads))
+        # The text is not known here: the ordering judges tables and running text by the boxes alone.
+        lines = reading_order.lines_from_quads(quads, [None] * len(quads), output.scores or [1.0] * len(quads))
         return [line.box for block in reading_order.order_blocks(lines, height=image.height) for line in block.lines]
 
     def text_layer(self, image: Image.Image, text: str, *, rotation: int = 0) -> dict:

@@ -20,12 +20,61 @@ from dataclasses import dataclass, field
 _BULLET = re.compile(r"^\s*([•·‣▪◦●○■□–—*-]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+\S")
 _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
 _HYPHENS = "-\u2010\u00ad"
+_ENDS_PARAGRAPH = re.compile(r"[.!?。！？]\s*$")  # a title's line does not end so
 _ENDS_SENTENCE = re.compile(r"[.!?:;。！？：；」』”\"')]\s*$")
+
+
+@dataclass(frozen=True)
+class Params:
+    """The reading order's thresholds, in line heights (the page's median line box height) unless said."""
+
+    # A line at most this many line heights tall is of body size: a header, a footer, a row that may bridge a
+    # gutter (a title is 1.35 times or more).
+    body: float = 1.2
+    # A block of three lines or fewer this many line heights tall or taller is a title: a heading set 1.35 times
+    # the body's size has a box 1.25 times as tall, and 1.35 here made 22 of the corpus's 308 headings titles.
+    title: float = 1.2
+    # A short line this many times as tall as the line under it, ending no sentence, is a heading over that line's
+    # paragraph, not its first line; and a table's first row of one such cell is the heading above the table.
+    # Headings of 1.1 times the body's size and up were read into their paragraphs (issue 56).
+    heading: float = 1.05
+    # ...short: at most this share of the next line's width.
+    heading_width: float = 0.8
+    # A row gap this wide or wider may end a band of columns (a section break); a narrower one is a paragraph
+    # break (one blank line at line spacing up to 1.6 leaves about 2.2).
+    section: float = 3.0
+    # A gutter narrower than half a line height is more likely a wide space between words (linn.png's gutter is
+    # one line high), unless it is this wide or wider and runs the height of `narrow_lines` lines or more of text
+    # on either side: a justified page's 24 px gutter in 20 px type left 7 px between the detector's boxes
+    # (issue 56), another 5 px where one box reached into it; a 0.3 there read the page across its columns.
+    narrow_gutter: float = 0.1
+    narrow_lines: int = 4
+    # How many row gaps from the top and from the bottom may cut off a title or a closing line (_spanning_cut).
+    edge_rows: int = 3
+    # Running heads and feet lie within this share of the page's height from its top or bottom edge...
+    band: float = 0.07
+    # ...and a blank this wide parts them from the body: a two-column page with narrow margins had its columns'
+    # first and last lines, at the body's own pitch, moved out as headers and footers (issue 56).
+    band_gap: float = 1.5
+    # Key-value rows (a term on the left, its value on the right): the terms' column is at most this share of
+    # the values' width (two columns of text are as wide as each other; a form's terms are short)...
+    term_width: float = 0.6
+    # ...at least this share of the terms has a value's line beside it, within half a line height...
+    term_paired: float = 0.8
+    # ...and fewer than this share of the terms start lower-case, as the lines of a column's sentences do.
+    term_lower: float = 0.3
+    # A line whose text is not known holds several words (running text, not a table's cell) where its box is this
+    # many line heights wide: glyphs are about half as wide as the line is high. "XXXX" stand-ins, one capitalised
+    # word each, made narrow columns of the vLLM path's layout a table read row by row (issue 56).
+    unknown_words: float = 5.0
+
+
+PARAMS = Params()
 
 
 @dataclass
 class Line:
-    text: str
+    text: str | None  # None: not known (a detector's boxes alone, for an engine that reads without positions)
     box: tuple[int, int, int, int]  # axis-aligned, pixels of the upright image
     confidence: float
     key: tuple[float, float, float, float] = (0, 0, 0, 0)  # the same box with the page's skew taken out
@@ -49,6 +98,7 @@ class Block:
     kind: str
     lines: list[Line] = field(default_factory=list)
     rows: list[list[Line]] | None = None  # a table's cells, row by row
+    whole: bool = False  # given whole by the cut (key-value rows): no line joins it, and it is no title
 
     @property
     def box(self) -> list[int]:
@@ -100,20 +150,22 @@ def _box(quad) -> tuple[int, int, int, int]:
 Splitter = Callable[[Line, float, float], "list[Line] | None"]
 
 
-def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = None) -> list[Block]:
+def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = None,
+                 params: Params = PARAMS) -> list[Block]:
     """The page's blocks in reading order: headers first, then the body, footers last.
 
-    Lines of body size wholly in the top or bottom 7 % of the page are its headers and footers; they are
-    ordered apart, so a running head never becomes part of a column. With `split`, a line of the body that
-    bridges a gutter between columns of text is cut at it (_bridged_gutter).
+    Lines of body size wholly in the top or bottom band of the page, a blank of `band_gap` line heights from
+    the body, are its headers and footers; they are ordered apart, so a running head never becomes part of a
+    column. With `split`, a line of the body that bridges a gutter between columns of text is cut at it
+    (_bridged_gutter).
     """
     if not lines:
         return []
     unit = statistics.median(line.height for line in lines)
-    top, bottom = 0.07 * height, 0.93 * height
-    small = [ln for ln in lines if ln.height <= BODY * unit]
-    heads = [ln for ln in small if ln.key[3] <= top]
-    feet = [ln for ln in small if ln.key[1] >= bottom]
+    small = [ln for ln in lines if ln.height <= params.body * unit]
+    heads = _apart([ln for ln in small if ln.key[3] <= params.band * height], lines, unit * params.band_gap, top=True)
+    feet = _apart([ln for ln in small if ln.key[1] >= (1 - params.band) * height], lines, unit * params.band_gap,
+                  top=False)
     apart = {id(ln) for ln in heads + feet}
     body = [ln for ln in lines if id(ln) not in apart]
     headers, footers = _group(_xy_cut(heads, unit), unit), _group(_xy_cut(feet, unit), unit)
@@ -121,11 +173,30 @@ def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = Non
         block.kind = "header"
     for block in footers:
         block.kind = "footer"
-    blocks = _group(_xy_cut(body, unit, split), unit)
+    blocks = _split_headings(_group(_xy_cut(body, unit, split, params), unit, params), params)
     for block in blocks:
-        if block.kind == "text" and len(block.lines) <= 3 and _block_height(block) >= 1.35 * unit:
+        if (block.kind == "text" and not block.whole and len(block.lines) <= 3
+                and _block_height(block) >= params.title * unit
+                and not _ENDS_PARAGRAPH.search(block.lines[-1].text or "")):
             block.kind = "title"
     return headers + _rejoin_columns(blocks) + footers
+
+
+def _apart(band: list[Line], lines: list[Line], gap: float, *, top: bool) -> list[Line]:
+    """Of a page edge's band of lines, those a blank of `gap` or more parts from the rest of the page: the band's
+    innermost line is given back to the body while it lies nearer to it."""
+    band = sorted(band, key=lambda ln: ln.key[3] if top else -ln.key[1])
+    while band:
+        taken = {id(ln) for ln in band}
+        rest = [ln for ln in lines if id(ln) not in taken]
+        if not rest:
+            return band
+        blank = (min(ln.key[1] for ln in rest) - max(ln.key[3] for ln in band) if top
+                 else min(ln.key[1] for ln in band) - max(ln.key[3] for ln in rest))
+        if blank >= gap:
+            return band
+        band.pop()
+    return band
 
 
 def _rejoin_columns(blocks: list[Block]) -> list[Block]:
@@ -133,7 +204,8 @@ def _rejoin_columns(blocks: list[Block]) -> list[Block]:
     out: list[Block] = []
     for block in blocks:
         prev = out[-1] if out else None
-        if (prev is not None and prev.kind == block.kind == "text" and not _ENDS_SENTENCE.search(prev.lines[-1].text)
+        if (prev is not None and prev.kind == block.kind == "text"
+                and not _ENDS_SENTENCE.search(prev.lines[-1].text or "")
                 and block.lines[0].key[1] < prev.lines[-1].key[1] and block.lines[0].key[0] > prev.lines[-1].key[0]
                 and abs(_block_height(prev) - _block_height(block)) < 0.2 * _block_height(prev)):
             prev.lines.extend(block.lines)
@@ -142,13 +214,14 @@ def _rejoin_columns(blocks: list[Block]) -> list[Block]:
     return out
 
 
-def _xy_cut(lines: list[Line], unit: float, split: Splitter | None = None) -> list[Line | Block]:
+def _xy_cut(lines: list[Line], unit: float, split: Splitter | None = None, params: Params = PARAMS
+            ) -> list[Line | Block]:
     """Lines in reading order; a table found on the way comes whole, as a block of rows."""
     out: list[Line | Block] = []
     pending = [lines]  # a stack of regions, the next to read on top (no recursion: a page may have 1,000 lines)
     while pending:
         region = pending.pop()
-        parts = _cut(region, unit, split)
+        parts = _cut(region, unit, split, params)
         if isinstance(parts, tuple):
             pending += [parts[1], parts[0]]
         else:
@@ -156,7 +229,7 @@ def _xy_cut(lines: list[Line], unit: float, split: Splitter | None = None) -> li
     return out
 
 
-def _cut(lines: list[Line], unit: float, split: Splitter | None = None
+def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: Params = PARAMS
          ) -> tuple[list[Line], list[Line]] | list[Line | Block]:
     """The region cut in two at its widest empty band (first, then the rest), or what it reads as whole."""
     if len(lines) <= 1:
@@ -166,21 +239,30 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None
                   for ln in lines])
     cols = _gaps([(ln.key[0], ln.key[2]) for ln in lines])
     row, col = _widest(rows), _widest(cols)
-    # A gutter narrower than half a line's height is more likely a wide space between words (linn.png's
-    # gutter is one line high).
-    if col is not None and col[1] - col[0] < 0.5 * unit and not _narrow_gutter(lines, col, unit):
+    if col is not None and col[1] - col[0] < 0.5 * unit and not _narrow_gutter(lines, col, unit, params):
         col = None
-    if col is None and split is not None and (bridged := _bridged_gutter(lines, unit, split)):
+    if col is None and split is not None and (bridged := _bridged_gutter(lines, unit, split, params)):
         return bridged
     if col is None and row is not None:
-        row = _spanning_cut(lines, rows, unit) or row
+        row = _spanning_cut(lines, rows, unit, params) or row
     # A gutter the whole region's height is taken before a row gap of paragraph size, however narrow it is: such a
     # gap that lines up across the columns is two paragraph breaks, not the end of a band of columns.
-    if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0] or row[1] - row[0] < SECTION * unit):
+    if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]
+                            or row[1] - row[0] < params.section * unit):
         cut = (col[0] + col[1]) / 2
+        if pairs := _key_values(lines, cut, unit, params):
+            return pairs
         if _is_table(lines, cut, unit):
             rows_of_cells = _rows(lines, unit)
-            return [Block("table", [ln for row in rows_of_cells for ln in row], rows=rows_of_cells)]
+            # Rows of one cell over the table's first row of several: its heading (on 68 of the corpus's 72 table
+            # pages it was the table's first row, issue 56), or the end of the paragraph above.
+            above: list[Line | Block] = []
+            while len(rows_of_cells) > 2 and len(rows_of_cells[0]) == 1 and len(rows_of_cells[1]) > 1:
+                [cell] = rows_of_cells.pop(0)
+                text = (cell.text or "").strip()
+                prose = bool(_ENDS_SENTENCE.search(text)) or text[:1].islower()
+                above.append(cell if prose else Block("title", [cell]))
+            return above + [Block("table", [ln for row in rows_of_cells for ln in row], rows=rows_of_cells)]
         first = [ln for ln in lines if ln.centre_x < cut]
     elif row is not None:
         cut = (row[0] + row[1]) / 2
@@ -198,7 +280,8 @@ def _first_and_rest(lines: list[Line], first: list[Line]) -> tuple[list[Line], l
     return first, [ln for ln in lines if id(ln) not in taken]
 
 
-def _bridged_gutter(lines: list[Line], unit: float, split: Splitter) -> tuple[list[Line], list[Line]] | None:
+def _bridged_gutter(lines: list[Line], unit: float, split: Splitter, params: Params = PARAMS
+                    ) -> tuple[list[Line], list[Line]] | None:
     """The region cut at a gutter between columns of text that one or two lines bridge, those lines cut in it.
 
     Where a row's words nearly touch across a gutter, the detector makes the row one box; no empty band then
@@ -215,7 +298,7 @@ def _bridged_gutter(lines: list[Line], unit: float, split: Splitter) -> tuple[li
         top = min(ln.key[1] for ln in left + right)
         bottom = max(ln.key[3] for ln in left + right)
         pitch = _pitch(left, unit)
-        bridges = [ln for ln in crossing if ln.height <= BODY * unit
+        bridges = [ln for ln in crossing if ln.height <= params.body * unit
                    and _near(ln, left, pitch) and _near(ln, right, pitch)]
         apart = [ln for ln in crossing if ln.key[3] <= top or ln.key[1] >= bottom]
         if not bridges or {id(ln) for ln in bridges + apart} != {id(ln) for ln in crossing}:
@@ -269,41 +352,30 @@ def _near(line: Line, others: list[Line], pitch: float) -> bool:
     return any(abs(ln.centre_y - line.centre_y) <= 1.3 * pitch for ln in others)
 
 
-def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float) -> bool:
-    """A blank narrower than half a line's height that still runs the height of four lines or more of text on
+def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float, params: Params) -> bool:
+    """A blank narrower than half a line's height that still runs the height of `narrow_lines` lines of text on
     either side: a gutter between narrow columns in a small font (a word space does not line up down so many
     lines). List numbers and bullets in boxes of their own are not a column of text."""
     cut = (col[0] + col[1]) / 2
     sides = [[ln for ln in lines if (ln.centre_x < cut) == left] for left in (True, False)]
-    return col[1] - col[0] >= 0.3 * unit and all(
-        len(side) >= 4 and statistics.median(ln.key[2] - ln.key[0] for ln in side) >= 2 * unit for side in sides)
+    return col[1] - col[0] >= params.narrow_gutter * unit and all(
+        len(side) >= params.narrow_lines and statistics.median(ln.key[2] - ln.key[0] for ln in side) >= 2 * unit
+        for side in sides)
 
 
-def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: float) -> tuple[float, float] | None:
+def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: float, params: Params = PARAMS
+                  ) -> tuple[float, float] | None:
     """A row gap near the top or the bottom past which the lines have a gutter: a title (or a closing line) that
     spans the columns and so hides their gutter, cut off first so each column reads whole. Without it the widest
     row gap may be a paragraph break that lines up across the columns, and the page reads across them."""
-    for gap, below in [(gap, True) for gap in rows[:EDGE_ROWS]] + [(gap, False) for gap in rows[::-1][:EDGE_ROWS]]:
+    edge = params.edge_rows
+    for gap, below in [(gap, True) for gap in rows[:edge]] + [(gap, False) for gap in rows[::-1][:edge]]:
         middle = (gap[0] + gap[1]) / 2
         rest = [ln for ln in lines if (ln.centre_y > middle) == below]
         gutter = _widest(_gaps([(ln.key[0], ln.key[2]) for ln in rest]))
         if gutter is not None and gutter[1] - gutter[0] >= 0.5 * unit:
             return gap
     return None
-
-
-# A line at most this many times the page's median line height is of body size: a header, a footer, a row that may
-# bridge a gutter (a title is 1.35 times or more).
-BODY = 1.2
-
-
-# A row gap this many line heights wide or wider may end a band of columns (a section break); a narrower one is
-# a paragraph break (one blank line at line spacing up to 1.6 leaves about 2.2).
-SECTION = 3.0
-
-
-# How many row gaps from the top and from the bottom may cut off a title or a closing line (_spanning_cut).
-EDGE_ROWS = 3
 
 
 def _widest(gaps: list[tuple[float, float]]) -> tuple[float, float] | None:
@@ -326,13 +398,42 @@ def _gaps(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return gaps
 
 
+def _key_values(lines: list[Line], cut: float, unit: float, params: Params) -> list[Block] | None:
+    """Key-value rows either side of a gutter (a form, a glossary): each term with the value's lines beside and
+    under it, one block per term, or None where the region is not such rows.
+
+    A form of several-word terms read as two columns, all terms then all values (issue 56, CER 0.40); a glossary
+    read as a table, each wrapped definition's last line a row of its own."""
+    terms = sorted((ln for ln in lines if ln.centre_x < cut), key=lambda ln: ln.centre_y)
+    values = sorted((ln for ln in lines if ln.centre_x >= cut), key=lambda ln: ln.centre_y)
+    if len(terms) < 2 or len(values) < len(terms) or any(ln.text is None for ln in terms):
+        return None  # without the terms' text, a page's first column looks the same
+    if (gutter := _widest(_gaps([(ln.key[0], ln.key[2]) for ln in values]))) and gutter[1] - gutter[0] >= 0.5 * unit:
+        return None  # the values have columns of their own: the first column of a page of several
+    term_width = max(ln.key[2] for ln in terms) - min(ln.key[0] for ln in terms)
+    value_width = max(ln.key[2] for ln in values) - min(ln.key[0] for ln in values)
+    if term_width > params.term_width * value_width or not _prose(values):
+        return None
+    if sum((ln.text or "").strip()[:1].islower() for ln in terms) >= params.term_lower * len(terms):
+        return None
+    paired = sum(any(abs(v.centre_y - t.centre_y) < 0.5 * unit for v in values) for t in terms)
+    if paired < params.term_paired * len(terms):
+        return None
+    blocks = [Block("text", [t], whole=True) for t in terms]
+    above = []
+    for value in values:
+        owner = next((b for b in reversed(blocks) if b.lines[0].centre_y - 0.5 * unit <= value.centre_y), None)
+        (owner.lines if owner else above).append(value)
+    return ([Block("text", above, whole=True)] if above else []) + blocks
+
+
 def _is_table(lines: list[Line], cut: float, unit: float) -> bool:
     """Short cells on both sides of a gutter whose rows line up: a table, read row by row."""
     left = [ln for ln in lines if ln.centre_x < cut]
     right = [ln for ln in lines if ln.centre_x >= cut]
     if len(left) < 2 or len(right) < 2:
         return False
-    if statistics.median(len(ln.text) for ln in lines) > 16:
+    if statistics.median(_chars(ln) for ln in lines) > 16:
         return False
     if _prose(left) and _prose(right):
         return False  # narrow columns of running text: short lines too, and they line up as well
@@ -341,16 +442,24 @@ def _is_table(lines: list[Line], cut: float, unit: float) -> bool:
     return paired >= 0.6 * min(len(left), len(right))
 
 
-def _prose(lines: list[Line]) -> bool:
+def _chars(line: Line) -> float:
+    """The line's length in characters, or about as many as its box holds where its text is not known."""
+    return len(line.text) if line.text is not None else 2 * (line.key[2] - line.key[0]) / max(line.height, 1.0)
+
+
+def _prose(lines: list[Line], params: Params = PARAMS) -> bool:
     """Most lines read as running text (several words, a lower-case continuation, or a run of CJK characters)
-    with few digits; a table's cells are mostly a capitalised word, a number or a code."""
-    def wordy(text: str) -> bool:
-        text = text.strip()
+    with few digits; a table's cells are mostly a capitalised word, a number or a code. A line of unknown text
+    is running text where its box is wide (Params.unknown_words)."""
+    def wordy(line: Line) -> bool:
+        if line.text is None:
+            return line.key[2] - line.key[0] >= params.unknown_words * line.height
+        text = line.text.strip()
         if not text or sum(ch.isdigit() for ch in text) > 0.3 * len(text.replace(" ", "")):
             return False
         return len(text.split()) >= 2 or text[0].islower() or len(_CJK.findall(text)) >= 5
 
-    return sum(wordy(ln.text) for ln in lines) >= 0.6 * len(lines)
+    return sum(wordy(ln) for ln in lines) >= 0.6 * len(lines)
 
 
 def _rows(lines: list[Line], unit: float) -> list[list[Line]]:
@@ -370,20 +479,24 @@ def _centre(row: list[Line]) -> float:
     return statistics.mean(ln.centre_y for ln in row)
 
 
-def _group(ordered: list[Line | Block], unit: float) -> list[Block]:
+def _group(ordered: list[Line | Block], unit: float, params: Params = PARAMS) -> list[Block]:
     """Consecutive lines of one column at a paragraph's pitch and type size become one block."""
     blocks: list[Block] = []
+    whole = None  # a block the cut gave whole (a table, key-value rows): no line is added to it
     for line in ordered:
         if isinstance(line, Block):
-            blocks.append(line)
+            blocks.append(whole := line)
             continue
-        block = blocks[-1] if blocks and blocks[-1].kind != "table" else None
-        bullet = bool(_BULLET.match(line.text))
-        if block is not None and _continues(block.lines[-1], line, unit):
+        block = blocks[-1] if blocks and blocks[-1] is not whole else None
+        bullet = bool(_BULLET.match(line.text or ""))
+        if block is not None and block.kind == "text" and len(block.lines) == 1 and _heads(block.lines[0], line,
+                                                                                          params):
+            block.kind = "title"
+        elif block is not None and _continues(block.lines[-1], line, unit):
             indent = line.key[0] - block.lines[-1].key[0]
             if block.kind == "list" and not bullet:
                 # An item goes on in lines indented under its text; a line back at the bullet's edge does not.
-                start = next(ln for ln in reversed(block.lines) if _BULLET.match(ln.text))
+                start = next(ln for ln in reversed(block.lines) if _BULLET.match(ln.text or ""))
                 if line.key[0] > start.key[0] + 0.3 * unit:
                     block.lines.append(line)
                     continue
@@ -393,6 +506,28 @@ def _group(ordered: list[Line | Block], unit: float) -> list[Block]:
                 continue
         blocks.append(Block("list" if bullet else "text", [line]))
     return blocks
+
+
+def _split_headings(blocks: list[Block], params: Params) -> list[Block]:
+    """A paragraph's line that ends no sentence, after one that does, taller than the line after it and short
+    (_heads), is a heading between two paragraphs: a heading read into the paragraph above it (issue 56)."""
+    out: list[Block] = []
+    for block in blocks:
+        lines, start = block.lines, 0
+        if block.kind == "text" and not block.whole:
+            for i in range(1, len(lines) - 1):
+                if _ENDS_SENTENCE.search(lines[i - 1].text or "") and _heads(lines[i], lines[i + 1], params):
+                    out += [Block("text", lines[start:i]), Block("title", [lines[i]])]
+                    start = i + 1
+        out.append(block if start == 0 else Block("text", lines[start:]))
+    return out
+
+
+def _heads(prev: Line, line: Line, params: Params) -> bool:
+    """`prev`, a block's only line, is a heading over `line` (Params.heading)."""
+    return (prev.height >= params.heading * line.height and not _ENDS_SENTENCE.search(prev.text or "")
+            and prev.key[2] - prev.key[0] <= params.heading_width * (line.key[2] - line.key[0])
+            and line.key[1] > prev.key[3] - 0.2 * line.height)
 
 
 def _continues(prev: Line, line: Line, unit: float) -> bool:
