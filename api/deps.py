@@ -33,6 +33,17 @@ def get_tenant(request: Request, svc: ServicesDep) -> str:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise HTTPException(401, "missing bearer API key", headers={"WWW-Authenticate": "Bearer"})
+    return _tenant_of(svc, token)
+
+
+def get_key_tenant(request: Request, svc: ServicesDep) -> str:
+    """As get_tenant, the key also taken from `X-Api-Key`: how docling-serve's clients send it."""
+    if svc.settings.auth_disabled or request.headers.get("authorization") or not request.headers.get("x-api-key"):
+        return get_tenant(request, svc)
+    return _tenant_of(svc, request.headers["x-api-key"])
+
+
+def _tenant_of(svc: Services, token: str) -> str:
     with svc.db.session() as session:
         tenant = keys.tenant_for(session, key=token.strip())
     if tenant is None:
@@ -50,3 +61,11 @@ def get_limited_tenant(svc: ServicesDep, tenant: Annotated[str, Depends(get_tena
 
 
 TenantDep = Annotated[str, Depends(get_limited_tenant)]
+
+
+def get_limited_key_tenant(svc: ServicesDep, tenant: Annotated[str, Depends(get_key_tenant)]) -> str:
+    return get_limited_tenant(svc, tenant)
+
+
+# The tenant of a Bearer or an X-Api-Key key (docling-serve's routes), rate-limited as TenantDep.
+KeyTenantDep = Annotated[str, Depends(get_limited_key_tenant)]
