@@ -71,3 +71,20 @@ def save_upload(upload: UploadFile, *, max_bytes: int) -> Source:
 
 def validation_message(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+
+
+async def save_body(request: Request, *, filename: str | None, max_bytes: int) -> Source:
+    """The request's whole body (a file sent as it is) copied to a temp file the caller deletes; 413 past the limit."""
+    digest, size = hashlib.sha256(), 0
+    with tempfile.NamedTemporaryFile(prefix="ocrq-upload-", delete=False) as tmp:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                break
+            digest.update(chunk)
+            tmp.write(chunk)
+    if size > max_bytes:
+        Path(tmp.name).unlink(missing_ok=True)
+        raise Rejected(413, f"the file is larger than the {max_bytes}-byte limit", code="too_large")
+    return Source(kind="upload", uri=filename or "upload", filename=filename, path=Path(tmp.name),
+                  sha256=digest.hexdigest())
