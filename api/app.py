@@ -10,7 +10,7 @@ from fastapi.openapi.utils import get_openapi
 from api import errors
 from api.body_limit import BodySizeLimit
 from api.metrics import ApiMetrics
-from api.routers import batches, docling, docs, events, health, jobs, metrics, openwebui, web, webhooks
+from api.routers import batches, docling, docs, events, health, jobs, mcp, metrics, openwebui, web, webhooks
 from common import tracing
 from common.db import Database
 from common.queue.app import create_celery
@@ -41,7 +41,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 keys.ensure_key(session, tenant_id=tenant_id, key=key)
         app.state.services = svc
         app.state.metrics = ApiMetrics(svc)
-        yield
+        async with mcp.running(app):
+            yield
         app.state.metrics.close()
         svc.limiter.close()
         svc.db.dispose()
@@ -58,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(webhooks.router)
     app.include_router(docling.router)
     app.include_router(openwebui.router)
+    mcp.mount(app)
     app.include_router(metrics.router)
     app.include_router(web.router)
     app.include_router(docs.router)
