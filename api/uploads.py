@@ -41,6 +41,8 @@ async def read_multipart(request: Request, *, max_bytes: int) -> tuple[Source, J
             raw["metadata"] = json.loads(raw["metadata"])
         except json.JSONDecodeError as exc:
             raise Rejected(422, f"metadata must be a JSON object: {exc}", code="invalid_metadata") from exc
+        if not isinstance(raw["metadata"], dict):
+            raise Rejected(422, "metadata must be a JSON object", code="invalid_metadata")
     try:
         options = JobOptions.model_validate(raw)
     except ValidationError as exc:

@@ -23,7 +23,7 @@ from common.jobs.service import Source
 from common.services import Services
 
 router = APIRouter(prefix="/v1", tags=["docling-serve"])
-ERRORS = {401: {}, 404: {}, 413: {}, 415: {}, 422: {}, 429: {}, 504: {}}
+ERRORS = {400: {}, 401: {}, 404: {}, 413: {}, 415: {}, 422: {}, 429: {}, 504: {}}
 # The form's fields other than the options, and how many fields a form may carry (options repeat: to_formats...).
 FORM_FIELDS = ("files", "target_type", "callbacks")
 MAX_FORM_FIELDS = 200
@@ -53,7 +53,8 @@ async def _file_request(request: Request, svc: Services) -> tuple[Source, doclin
         if not isinstance(upload, UploadFile):
             raise Rejected(422, "a multipart 'files' part is required", code="missing_file")
         fields = [(k, v) for k, v in form.multi_items() if k not in FORM_FIELDS and isinstance(v, str)]
-        docling.check_target(str(form.get("target_type") or "inbody"))
+        target = form.get("target_type")
+        docling.check_target("inbody" if target is None else str(target))
         if form.getlist("callbacks"):
             raise Rejected(422, "option callbacks: ocrq cannot honour it; use POST /jobs with webhook_url",
                            code="option_not_supported")

@@ -19,7 +19,7 @@ PROCESS_BODY = {"requestBody": {"required": True, "content": {"application/octet
                     "description": "the file's name, URL-quoted"}]}
 
 
-@router.put("/process", responses={200: {"content": {"application/json": {}}}, 401: {}, 413: {}, 415: {},
+@router.put("/process", responses={200: {"content": {"application/json": {}}}, 400: {}, 401: {}, 413: {}, 415: {},
                                    422: {}, 429: {}, 504: {}}, openapi_extra=PROCESS_BODY)
 async def process(request: Request, svc: ServicesDep, tenant: TenantDep) -> list[dict]:
     """OCR the file sent as the body and answer one `{page_content, metadata}` a page, when the job has ended."""
