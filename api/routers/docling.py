@@ -32,7 +32,8 @@ FILE_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data"
     "type": "object", "required": ["files"],
     "properties": {"files": {"type": "string", "format": "binary"},
                    "target_type": {"type": "string", "enum": ["inbody"]},
-                   "to_formats": {"type": "array", "items": {"type": "string", "enum": list(docling_options.TO_FORMATS)}},
+                   "to_formats": {"type": "array",
+                                  "items": {"type": "string", "enum": list(docling_options.TO_FORMATS)}},
                    "do_ocr": {"type": "boolean"}, "force_ocr": {"type": "boolean"},
                    "page_range": {"type": "array", "items": {"type": "integer"}},
                    "md_page_break_placeholder": {"type": "string"}},
@@ -83,8 +84,7 @@ async def _answer(svc: Services, tenant: str, job_id: str) -> ConvertDocumentRes
     if job.status not in ("succeeded", "failed", "canceled"):
         raise Rejected(504, f"the conversion is taking longer than {svc.settings.sync_wait_s:g} s; it goes on as "
                             f"task {job.id}: poll /v1/status/poll/{job.id}", code="timeout")
-    with svc.db.session() as session:
-        return await run_in_threadpool(docling.result, session, job=job)
+    return await run_in_threadpool(docling.result_of, svc, job=job)
 
 
 @router.post("/convert/file", response_model=ConvertDocumentResponse, responses=ERRORS, openapi_extra=FILE_BODY)

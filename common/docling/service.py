@@ -124,6 +124,12 @@ def tenant_job(session: Session, *, tenant_id: str, task_id: str) -> Job:
         raise task_not_found() from None
 
 
+def result_of(svc: Services, *, job: Job) -> ConvertDocumentResponse:
+    """As `result`, in a session of its own."""
+    with svc.db.session() as session:
+        return result(session, job=job)
+
+
 def result(session: Session, *, job: Job) -> ConvertDocumentResponse:
     """The ended job's result in docling's shape, in the formats its request asked for."""
     if job.status not in ("succeeded", "failed", "canceled") or job.erased_at or job.expired_at:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
-import io
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 

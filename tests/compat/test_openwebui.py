@@ -109,7 +109,8 @@ def test_a_file_that_is_not_a_document_is_refused_with_a_sentence(api_url, tmp_p
     junk.write_bytes(b"\x00\x01 not a document")
     with pytest.raises(LoadError) as refused:
         load(api_url, KEY_A, junk, mime=None)
-    assert refused.value.status == 415 and refused.value.body["code"] and "Traceback" not in refused.value.body["detail"]
+    body = refused.value.body
+    assert refused.value.status == 415 and body["code"] and "Traceback" not in body["detail"]
 
 
 def test_open_webuis_own_loader_class(api_url, page_file):
