@@ -25,6 +25,7 @@ def docling_document(name: str, pages: list) -> dict[str, Any]:
         layout = layout_of(page)
         doc.pages[str(layout.number)] = {"size": {"width": float(layout.width), "height": float(layout.height)},
                                          "page_no": layout.number}
+        doc.size = (float(layout.width), float(layout.height))
         for block in layout.blocks:
             doc.add_block(layout.number, block)
     return doc.document()
@@ -43,6 +44,7 @@ class _Builder:
         self.groups: list[dict] = []
         self.tables: list[dict] = []
         self.pages: dict[str, dict] = {}
+        self.size = (1.0, 1.0)  # the current page's, which boxes are kept inside
 
     def add_block(self, page_no: int, block: dict) -> None:
         kind = block.get("kind", "text")
@@ -69,7 +71,9 @@ class _Builder:
     def _prov(self, page_no: int, box: Any, length: int) -> list[dict]:
         if not box or len(box) != 4:
             return []
-        left, top, right, bottom = (float(v) for v in box)
+        width, height = self.size
+        left, right = (min(max(float(v), 0.0), width) for v in (box[0], box[2]))
+        top, bottom = (min(max(float(v), 0.0), height) for v in (box[1], box[3]))
         return [{"page_no": page_no, "bbox": {"l": left, "t": top, "r": right, "b": bottom, "coord_origin": "TOPLEFT"},
                  "charspan": [0, length]}]
 

@@ -178,3 +178,32 @@ def test_one_document_a_request(api_url, page_file):
     assert answer.status_code == 422 and answer.json()["code"] == "too_many_sources"
     with pytest.raises(ServiceError):
         DoclingServiceClient(url=api_url, api_key="ocrq_wrong").submit(source=page_file)
+
+
+def test_page_range_and_page_break_placeholder_are_honoured(api_url, samples):
+    options = ConvertDocumentsRequestOptions(to_formats=["md", "json"], page_range=(2, 3),
+                                             md_page_break_placeholder="<!-- page-break -->")
+    with DoclingClient(api_url, api_key=KEY_A, timeout=120) as client:
+        answer = client.convert_file(samples / "three-pages.pdf", options=options)
+    markdown = answer.document.md_content
+    assert answer.status == "success" and markdown.count("<!-- page-break -->") == 1
+    assert "LinnSequencer" in markdown.split("<!-- page-break -->")[0]  # page 2 first
+    document = DoclingDocument.model_validate(answer.document.json_content)
+    assert sorted(document.pages) == [2, 3]
+
+
+def test_from_formats_that_exclude_the_document_are_refused(api_url, page_file):
+    http = httpx.Client(base_url=api_url, headers={"X-Api-Key": KEY_A}, timeout=30)
+    answer = http.post("/v1/convert/file/async", data={"from_formats": ["pdf", "docx"]},
+                       files={"files": ("survey.png", page_file.read_bytes(), "image/png")})
+    assert answer.status_code == 422 and answer.json()["code"] == "format_excluded"
+
+
+def test_an_erased_jobs_result_is_gone_and_says_so(api_url, page_file):
+    http = httpx.Client(base_url=api_url, headers={"X-Api-Key": KEY_A}, timeout=60)
+    task = http.post("/v1/convert/file/async", files={"files": ("survey.png", page_file.read_bytes())}).json()
+    assert http.get(f"/v1/status/poll/{task['task_id']}", params={"wait": 30}).json()["task_status"] == "success"
+    erased = http.post(f"/jobs/{task['task_id']}/erase", headers={"Authorization": f"Bearer {KEY_A}"})
+    assert erased.status_code == 200
+    gone = http.get(f"/v1/result/{task['task_id']}")
+    assert gone.status_code == 404 and gone.json()["detail"].startswith("Task result not found")
