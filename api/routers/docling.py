@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from api import uploads
-from api.deps import KeyTenantDep, ServicesDep, SessionDep
+from api.deps import KeyTenantDep, ServicesDep, SessionDep, tenant_of_key
 from common.docling import options as docling_options
 from common.docling import service as docling
-from common.docling.schemas import ConvertDocumentResponse, ConvertSourcesRequest, TaskStatusResponse
+from common.docling.schemas import (
+    ConvertDocumentResponse,
+    ConvertSourcesRequest,
+    TaskStatusResponse,
+    WebsocketMessage,
+)
 from common.errors import NotFound, Rejected
 from common.jobs import service as jobs
 from common.jobs.service import Source
@@ -27,6 +32,8 @@ ERRORS = {400: {}, 401: {}, 404: {}, 413: {}, 415: {}, 422: {}, 429: {}, 504: {}
 # The form's fields other than the options, and how many fields a form may carry (options repeat: to_formats...).
 FORM_FIELDS = ("files", "target_type", "callbacks")
 MAX_FORM_FIELDS = 200
+# How long the status websocket waits for the task to end before it sends the next update anyway.
+WS_UPDATE_EVERY_S = 5.0
 
 FILE_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
     "type": "object", "required": ["files"],
@@ -137,3 +144,37 @@ def task_result(task_id: str, session: SessionDep, tenant: KeyTenantDep) -> Conv
     """The ended task's result; 404 `Task result not found...` until then, `Task not found.` for an unknown id."""
     job = docling.tenant_job(session, tenant_id=tenant, task_id=task_id)
     return docling.result(session, job=job)
+
+
+@router.websocket("/status/ws/{task_id}")
+async def status_ws(websocket: WebSocket, task_id: str, api_key: str = "") -> None:
+    """docling-serve's status stream: a `connection` frame, then an `update` each time the client sends a
+    message (at the task's end, or after 5 s), closed once the task has ended. The key: X-Api-Key, a Bearer or
+    `?api_key=`; without a good one the handshake is refused (its client then polls, and is told 401)."""
+    svc = websocket.app.state.services
+    scheme, _, bearer = websocket.headers.get("authorization", "").partition(" ")
+    key = websocket.headers.get("x-api-key") or (bearer if scheme.lower() == "bearer" else "") or api_key
+    tenant = await run_in_threadpool(tenant_of_key, svc, key)
+    if tenant is None or not (await run_in_threadpool(svc.limiter.hit, tenant)).allowed:
+        await websocket.close(code=1008)
+        return
+    await websocket.accept()
+    try:
+        job = await jobs.wait_for_end(svc, tenant_id=tenant, job_id=task_id, timeout_s=0)
+    except NotFound:
+        await websocket.send_text(WebsocketMessage(message="error", error=docling.TASK_NOT_FOUND).model_dump_json())
+        await websocket.close()
+        return
+    try:
+        frame = WebsocketMessage(message="connection", task=docling.task_status(job))
+        await websocket.send_text(frame.model_dump_json())
+        while True:
+            frame = WebsocketMessage(message="update", task=docling.task_status(job))
+            await websocket.send_text(frame.model_dump_json())
+            if job.status in ("succeeded", "failed", "canceled"):
+                await websocket.close()
+                return
+            await websocket.receive_text()  # each message asks for the next update
+            job = await jobs.wait_for_end(svc, tenant_id=tenant, job_id=task_id, timeout_s=WS_UPDATE_EVERY_S)
+    except WebSocketDisconnect:
+        return

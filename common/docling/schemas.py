@@ -97,3 +97,11 @@ class ConvertSourcesRequest(BaseModel):
     sources: list[Annotated[HttpSourceRequest | FileSourceRequest, Field(discriminator="kind")]] = Field(min_length=1)
     target: TargetRequest = TargetRequest()
     callbacks: list[Any] = []
+
+
+class WebsocketMessage(BaseModel):
+    """A frame of `/v1/status/ws/{task_id}`: the task's status on connecting and at each update, or an error."""
+
+    message: Literal["connection", "update", "error"]
+    task: TaskStatusResponse | None = None
+    error: str | None = None

@@ -15,10 +15,12 @@ import pytest
 from docling.datamodel.service.options import ConvertDocumentsOptions
 from docling.service_client import AsyncDoclingServiceClient, DoclingServiceClient
 from docling.service_client.client import StatusWatcherKind
-from docling.service_client.exceptions import ServiceError
+from docling.service_client.exceptions import ServiceError, TaskNotFoundError
 from docling_core.types.doc.document import DoclingDocument
 from docling_serve_sdk import DoclingClient
 from docling_serve_sdk.models import ConvertDocumentsRequestOptions
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from api.app import create_app
 from tests.conftest import KEY_A, KEY_B
@@ -207,3 +209,17 @@ def test_an_erased_jobs_result_is_gone_and_says_so(api_url, page_file):
     assert erased.status_code == 200
     gone = http.get(f"/v1/result/{task['task_id']}")
     assert gone.status_code == 404 and gone.json()["detail"].startswith("Task result not found")
+
+
+def test_the_status_websocket_streams_to_the_end_and_keeps_tenants_apart(api_url, page_file):
+    """docling's default watcher, with no fallback to polling: it must get its updates from the websocket."""
+    with DoclingServiceClient(url=api_url, api_key=KEY_A, ws_fallback_to_poll=False, job_timeout=120) as owner:
+        job = owner.submit(source=page_file)
+        updates = [update.task_status for update in job.watch(timeout=120)]
+        assert updates[-1] == "success" and "granite" in job.result().document.export_to_markdown()
+    with DoclingServiceClient(url=api_url, api_key=KEY_B, ws_fallback_to_poll=False) as stranger:
+        with pytest.raises(TaskNotFoundError):
+            list(stranger._ws_watcher.iter_updates(task_id=job.task_id, timeout=10))
+    with pytest.raises(InvalidStatus) as refused:  # closed before the handshake: refused, as docling-serve does
+        connect(f"{api_url.replace('http', 'ws')}/v1/status/ws/{job.task_id}?api_key=ocrq_wrong")
+    assert refused.value.response.status_code == 403
