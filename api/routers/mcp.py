@@ -33,7 +33,11 @@ async def running(app: FastAPI) -> AsyncIterator[None]:
     """A fresh MCP server and session manager for this run of the app (a manager runs once)."""
     server = build_server(http_client_for(httpx.ASGITransport(app=app), "http://ocrq.internal"), local_files=False)
     # No DNS-rebinding check on the Host header: every call carries the tenant's key, which a rebinding page lacks.
+    # The app's own body limit (api/app.py: an upload and its framing) rather than the SDK's 4 MiB; a document
+    # sent as base64_data counts at its base64 size.
+    max_body = app.state.services.settings.max_upload_bytes + 64 * 1024
     inner = server.streamable_http_app(streamable_http_path=PATH, stateless_http=True, json_response=True,
+                                       max_request_body_size=max_body,
                                        transport_security=TransportSecuritySettings(
                                            enable_dns_rebinding_protection=False))
     app.state.mcp_endpoint = next(route.endpoint for route in inner.routes if getattr(route, "path", None) == PATH)
