@@ -18,13 +18,15 @@ from common.errors import Rejected
 HONOURED = ("to_formats", "from_formats", "do_ocr", "force_ocr", "page_range", "md_page_break_placeholder",
             "ocr_lang")
 TO_FORMATS = ("md", "json", "text")
-# docling's InputFormat values ocrq reads, and the file names that are each.
+# docling's InputFormat values ocrq reads, and the file names that are each; ALL_FROM_FORMATS is the whole enum
+# (docling-slim 2.143, docling/datamodel/base_models.py InputFormat).
 FROM_FORMATS = {"pdf": (".pdf",), "image": (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif"),
                 "docx": (".docx",), "xlsx": (".xlsx",), "pptx": (".pptx",), "odt": (".odt",), "ods": (".ods",),
-                "odp": (".odp",), "rtf": (".rtf",), "html": (".html", ".htm")}
+                "odp": (".odp",), "rtf": (".rtf",), "html": (".html", ".htm"), "epub": (".epub",)}
 ALL_FROM_FORMATS = ("docx", "doc", "rtf", "pptx", "ppt", "html", "mhtml", "image", "pdf", "asciidoc", "md", "csv",
                     "xlsx", "xls", "odt", "ods", "odp", "xml_uspto", "xml_jats", "xml_xbrl", "xml_doclang", "dclx",
-                    "mets_gbs", "json_docling", "audio", "vtt", "latex", "eml", "msg", "epub")
+                    "mets_gbs", "json_docling", "audio", "video", "vtt", "latex", "email", "epub", "boxnote",
+                    "iwork_pages", "iwork_keynote", "iwork_numbers", "ebcdic", "afp")
 # The languages the engines read (docs/engines/cpu.md), as the BCP-47 primary tags docling takes.
 OCR_LANGS = frozenset({"zh", "en", "ja", "fr", "de", "es", "it", "nl", "pt", "sv", "da", "mul"})
 # How docling would do the work (its engines, backends, models' modes, image handling, timeouts): ocrq does it
