@@ -8,7 +8,7 @@ Usage (open-webui installs torch and more, 7.4 GB and about 5 minutes here, so i
 It runs Open WebUI's loader class as Open WebUI's Loader builds it (retrieval/loaders/main.py: file_path, url,
 api_key, mime_type, headers, metadata) on each FILE and prints, a JSON line each, the LangChain Documents it
 made: their count, page_content lengths and metadata. Open WebUI's modules want a data and a static folder at
-import; temporary ones are made here. tests/compat/test_openwebui.py runs this script when OCRQ_OPEN_WEBUI_PYTHON
+import; temporary ones are made here. tests/openwebui/test_external_loader.py runs this script when OCRQ_OPEN_WEBUI_PYTHON
 names such a Python.
 """
 

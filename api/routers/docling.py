@@ -32,6 +32,7 @@ ERRORS = {400: {}, 401: {}, 404: {}, 413: {}, 415: {}, 422: {}, 429: {}, 504: {}
 # The form's fields other than the options, and how many fields a form may carry (options repeat: to_formats...).
 FORM_FIELDS = ("files", "target_type", "callbacks")
 MAX_FORM_FIELDS = 200
+MAX_FORM_FILES = 16  # more than one is refused with a sentence; past this the form is not read at all
 # How long the status websocket waits for the task to end before it sends the next update anyway.
 WS_UPDATE_EVERY_S = 5.0
 
@@ -50,16 +51,19 @@ FILE_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data"
 async def _file_request(request: Request, svc: Services) -> tuple[Source, docling_options.ConvertOptions]:
     """The multipart form's one file, copied to a temp file, and its options checked."""
     try:
-        form = await request.form(max_files=1, max_fields=MAX_FORM_FIELDS)
+        form = await request.form(max_files=MAX_FORM_FILES, max_fields=MAX_FORM_FIELDS)
     except Exception as exc:  # starlette raises several types for malformed or oversized multipart bodies
         if exc.__class__.__name__ == "BodyTooLarge":
             raise
-        raise Rejected(400, "malformed multipart body, or more than one file: ocrq converts one document a "
-                            "request", code="bad_multipart") from exc
+        raise Rejected(400, f"malformed multipart body: {exc}", code="bad_multipart") from exc
     try:
-        upload = form.get("files")
-        if not isinstance(upload, UploadFile):
+        uploads_sent = [part for part in form.getlist("files") if isinstance(part, UploadFile)]
+        if len(uploads_sent) > 1:
+            raise Rejected(422, "files: ocrq converts one document a request; send each on its own",
+                           code="too_many_sources")
+        if not uploads_sent:
             raise Rejected(422, "a multipart 'files' part is required", code="missing_file")
+        upload = uploads_sent[0]
         fields = [(k, v) for k, v in form.multi_items() if k not in FORM_FIELDS and isinstance(v, str)]
         target = form.get("target_type")
         docling.check_target("inbody" if target is None else str(target))

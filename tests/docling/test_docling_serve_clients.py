@@ -178,6 +178,9 @@ def test_one_document_a_request(api_url, page_file):
     two = [{"kind": "file", "base64_string": "aGk=", "filename": "a.png"}] * 2
     answer = http.post("/v1/convert/source/async", json={"sources": two})
     assert answer.status_code == 422 and answer.json()["code"] == "too_many_sources"
+    png = page_file.read_bytes()
+    answer = http.post("/v1/convert/file/async", files=[("files", ("a.png", png)), ("files", ("b.png", png))])
+    assert answer.status_code == 422 and answer.json()["code"] == "too_many_sources"
     with pytest.raises(ServiceError):
         DoclingServiceClient(url=api_url, api_key="ocrq_wrong").submit(source=page_file)
 
