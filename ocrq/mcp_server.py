@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+from pydantic import ValidationError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -128,6 +129,8 @@ async def _call(awaitable):
         return await awaitable
     except OcrqError as exc:
         raise ToolRefused(f"{exc.code}: {exc.message}") from None
+    except ValidationError as exc:  # the client checks options against the API's own schema before sending
+        raise ToolRefused("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
 
 
 async def _pages(job, format: str):

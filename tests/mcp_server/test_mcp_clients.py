@@ -115,15 +115,17 @@ def test_over_http_a_path_is_refused_and_urls_go_through_the_ssrf_guard(api_url)
         async with over_http(api_url, KEY_A) as client:
             refusals = []
             for source in ({"path": "/etc/passwd"}, {"url": "http://169.254.169.254/latest/meta-data/"},
-                           {"url": "http://[::1]:6379/"}, {"url": "file:///etc/passwd"}):
+                           {"url": "http://[::1]:6379/"}, {"url": "file:///etc/passwd"},
+                           {"url": "https://example.com/a.png", "priority": "urgent"}):
                 with pytest.raises(RuntimeError) as refused:
                     await call(client, "submit", **source)
                 refusals.append(str(refused.value))
             return refusals
 
-    path, metadata, loopback, scheme = asyncio.run(main())
+    path, metadata, loopback, scheme, priority = asyncio.run(main())
     assert "path is read by `ocrq mcp` on your own machine" in path and "root:" not in path
     assert "url_refused" in metadata and "url_refused" in loopback and "http:// or https://" in scheme
+    assert "priority: Input should be 'interactive' or 'bulk'" in priority
 
 
 def test_another_tenants_job_is_not_found_and_a_missing_key_is_401(api_url, page_file):
