@@ -10,7 +10,7 @@ from fastapi.openapi.utils import get_openapi
 from api import errors
 from api.body_limit import BodySizeLimit
 from api.metrics import ApiMetrics
-from api.routers import batches, docs, events, health, jobs, metrics, web, webhooks
+from api.routers import batches, docling, docs, events, health, jobs, mcp, metrics, openwebui, web, webhooks
 from common import tracing
 from common.db import Database
 from common.queue.app import create_celery
@@ -41,7 +41,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 keys.ensure_key(session, tenant_id=tenant_id, key=key)
         app.state.services = svc
         app.state.metrics = ApiMetrics(svc)
-        yield
+        async with mcp.running(app):
+            yield
         app.state.metrics.close()
         svc.limiter.close()
         svc.db.dispose()
@@ -59,6 +60,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(web.router)
     app.include_router(docs.router)
+    app.include_router(docling.router)
+    app.include_router(openwebui.router)
+    mcp.mount(app)
     app.mount("/static", web.static_files(), name="static")
     app.mount(docs.ASSETS_URL, docs.assets(), name="docs-assets")
     app.openapi = lambda: _openapi(app)

@@ -33,11 +33,31 @@ def get_tenant(request: Request, svc: ServicesDep) -> str:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise HTTPException(401, "missing bearer API key", headers={"WWW-Authenticate": "Bearer"})
-    with svc.db.session() as session:
-        tenant = keys.tenant_for(session, key=token.strip())
+    return _tenant_of(svc, token)
+
+
+def get_key_tenant(request: Request, svc: ServicesDep) -> str:
+    """As get_tenant, the key also taken from `X-Api-Key`: how docling-serve's clients send it."""
+    if svc.settings.auth_disabled or request.headers.get("authorization") or not request.headers.get("x-api-key"):
+        return get_tenant(request, svc)
+    return _tenant_of(svc, request.headers["x-api-key"])
+
+
+def _tenant_of(svc: Services, token: str) -> str:
+    tenant = tenant_of_key(svc, token)
     if tenant is None:
         raise HTTPException(401, "invalid or revoked API key", headers={"WWW-Authenticate": "Bearer"})
     return tenant
+
+
+def tenant_of_key(svc: Services, token: str | None) -> str | None:
+    """The tenant of a key, None for a missing, unknown or revoked one ("default" while auth is off)."""
+    if svc.settings.auth_disabled:
+        return "default"
+    if not token or not token.strip():
+        return None
+    with svc.db.session() as session:
+        return keys.tenant_for(session, key=token.strip())
 
 
 def get_limited_tenant(svc: ServicesDep, tenant: Annotated[str, Depends(get_tenant)]) -> str:
@@ -50,3 +70,11 @@ def get_limited_tenant(svc: ServicesDep, tenant: Annotated[str, Depends(get_tena
 
 
 TenantDep = Annotated[str, Depends(get_limited_tenant)]
+
+
+def get_limited_key_tenant(svc: ServicesDep, tenant: Annotated[str, Depends(get_key_tenant)]) -> str:
+    return get_limited_tenant(svc, tenant)
+
+
+# The tenant of a Bearer or an X-Api-Key key (docling-serve's routes), rate-limited as TenantDep.
+KeyTenantDep = Annotated[str, Depends(get_limited_key_tenant)]

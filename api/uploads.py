@@ -41,10 +41,21 @@ async def read_multipart(request: Request, *, max_bytes: int) -> tuple[Source, J
             raw["metadata"] = json.loads(raw["metadata"])
         except json.JSONDecodeError as exc:
             raise Rejected(422, f"metadata must be a JSON object: {exc}", code="invalid_metadata") from exc
+        if not isinstance(raw["metadata"], dict):
+            raise Rejected(422, "metadata must be a JSON object", code="invalid_metadata")
     try:
         options = JobOptions.model_validate(raw)
     except ValidationError as exc:
         raise Rejected(422, validation_message(exc), code="invalid_options") from exc
+    try:
+        source = save_upload(upload, max_bytes=max_bytes)
+    finally:
+        await form.close()
+    return source, options
+
+
+def save_upload(upload: UploadFile, *, max_bytes: int) -> Source:
+    """The part's bytes copied to a temp file (the caller deletes it), hashed on the way; 413 past `max_bytes`."""
     digest, size = hashlib.sha256(), 0
     with tempfile.NamedTemporaryFile(prefix="ocrq-upload-", delete=False) as tmp:
         while chunk := upload.file.read(1024 * 1024):
@@ -53,14 +64,29 @@ async def read_multipart(request: Request, *, max_bytes: int) -> tuple[Source, J
                 break
             digest.update(chunk)
             tmp.write(chunk)
-    await form.close()
     if size > max_bytes:
         Path(tmp.name).unlink(missing_ok=True)
         raise Rejected(413, f"the file is larger than the {max_bytes}-byte limit", code="too_large")
-    source = Source(kind="upload", uri=upload.filename or "upload", filename=upload.filename, path=Path(tmp.name),
-                    sha256=digest.hexdigest())
-    return source, options
+    return Source(kind="upload", uri=upload.filename or "upload", filename=upload.filename, path=Path(tmp.name),
+                  sha256=digest.hexdigest())
 
 
 def validation_message(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+
+
+async def save_body(request: Request, *, filename: str | None, max_bytes: int) -> Source:
+    """The request's whole body (a file sent as it is) copied to a temp file the caller deletes; 413 past the limit."""
+    digest, size = hashlib.sha256(), 0
+    with tempfile.NamedTemporaryFile(prefix="ocrq-upload-", delete=False) as tmp:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                break
+            digest.update(chunk)
+            tmp.write(chunk)
+    if size > max_bytes:
+        Path(tmp.name).unlink(missing_ok=True)
+        raise Rejected(413, f"the file is larger than the {max_bytes}-byte limit", code="too_large")
+    return Source(kind="upload", uri=filename or "upload", filename=filename, path=Path(tmp.name),
+                  sha256=digest.hexdigest())

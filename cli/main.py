@@ -280,6 +280,15 @@ def result(job_id: str, format: Annotated[str | None, typer.Option(
         raise typer.Exit(2) from exc
 
 
+@app.command("mcp")
+def mcp_stdio(url: UrlOpt = None, key: KeyOpt = None) -> None:
+    """Run ocrq's MCP server on stdio for an agent that starts it (tools: submit, wait, result, list_jobs)."""
+    from cli.client import default_key, default_url
+    from ocrq.mcp_server import stdio_server
+
+    stdio_server(url=(url or default_url()).rstrip("/"), key=key or default_key()).run("stdio")
+
+
 @app.command()
 def bench(
     sample: Annotated[Path, typer.Argument(help="The document to submit over and over.", exists=True, dir_okay=False)],

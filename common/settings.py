@@ -155,6 +155,11 @@ class Settings(BaseSettings):
     fetch_max_redirects: int = 5
     inline_result_bytes: int = 1024 * 1024
     presign_ttl_s: int = 900
+    # How long a request that answers with the result waits for its job (docling-serve's POST /v1/convert/file
+    # and /source, Open WebUI's PUT /process) before answering 504; docling-serve's own default is 120 s.
+    sync_wait_s: float = 120.0
+    # The longest `wait` that GET /v1/status/poll/{task_id} holds a request open for.
+    poll_wait_max_s: float = 30.0
 
     # Addresses that outbound fetches and webhooks may reach although they are private or loopback.
     net_allowlist: CommaList = Field(default_factory=list)

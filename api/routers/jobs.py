@@ -9,7 +9,7 @@ from typing import Annotated, Literal, get_args
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse, Response
-from pydantic import ValidationError
+from pydantic import BeforeValidator, ValidationError
 
 from api import uploads
 from api.deps import ServicesDep, SessionDep, TenantDep
@@ -42,6 +42,18 @@ from common.storage import ObjectMissing
 from common.tenancy import idempotency
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+def _iso_text(value: object) -> object:
+    """An ISO 8601 time as the schema says; pydantic would also take a bare number as seconds since 1970."""
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return value
+    raise ValueError("give an ISO 8601 date-time, e.g. 2026-12-01T00:00:00Z")
+
+
+IsoTime = Annotated[datetime, BeforeValidator(_iso_text)]
 log = logging.getLogger("ocrq.api")
 
 # Read by create_job itself rather than by FastAPI, so the app adds them to the schema's components.
@@ -135,8 +147,8 @@ def summary(request: Request, svc: Services, job) -> dict:
 @router.get("", response_model=JobList, responses={422: {}})
 def list_jobs(request: Request, svc: ServicesDep, session: SessionDep, tenant: TenantDep,
               status: Annotated[list[JobStatus] | None, Query()] = None, priority: Priority | None = None,
-              batch_id: Annotated[str | None, Query(max_length=64)] = None, created_after: datetime | None = None,
-              created_before: datetime | None = None, cursor: Annotated[str | None, Query(max_length=512)] = None,
+              batch_id: Annotated[str | None, Query(max_length=64)] = None, created_after: IsoTime | None = None,
+              created_before: IsoTime | None = None, cursor: Annotated[str | None, Query(max_length=512)] = None,
               limit: Annotated[int, Query(ge=1, le=listing.MAX_LIMIT)] = 50) -> JobList:
     """The tenant's jobs, newest first; `next` is the cursor of the following page. Filters: `status` (repeat it
     for several), `priority`, `batch_id`, `created_after`, `created_before`, and `metadata.KEY=VALUE`."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -218,3 +220,21 @@ def cancel(svc: Services, *, tenant_id: str, job_id: str) -> Job:
     ending.announce(svc.celery, svc.settings, ended)
     with svc.db.session() as session:
         return get_job(session, tenant_id=tenant_id, job_id=job_id)
+
+
+async def wait_for_end(svc: Services, *, tenant_id: str, job_id: str, timeout_s: float,
+                       poll_s: float = 0.25) -> Job:
+    """The tenant's job once it has ended, or as it stands when `timeout_s` has passed; the event loop stays free."""
+    deadline = time.monotonic() + max(0.0, timeout_s)
+
+    def read() -> Job:
+        with svc.db.session() as session:
+            job = get_job(session, tenant_id=tenant_id, job_id=job_id)
+            session.expunge(job)
+            return job
+
+    while True:
+        job = await asyncio.to_thread(read)
+        if job.status in job_states.JOB_TERMINAL or time.monotonic() >= deadline:
+            return job
+        await asyncio.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))

@@ -7,6 +7,7 @@ RUN or in ELSEWHERE below.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from tests.support.embedded import ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # Run in this order, one bash script: later sections use the KEY, URL and JOB set by earlier ones.
 RUN = ("Upload a document, read its text", "Using it", "Your jobs: lists, pages as they finish, live events, erase",
-       "Erase a job")
+       "Erase a job", "Convert a file through docling's routes", "Try it", "Read a page through MCP")
 # Sections whose examples cannot run on this machine, and what tests them instead.
 ELSEWHERE = {
     "ocrq": "the two commands again, as under the next heading",
@@ -90,3 +91,9 @@ def test_the_using_it_examples_work_as_written(embedded_server, tmp_path):
     assert "LinnSequencer" in (clone / "results" / "linn.png.md").read_text()
     assert "wrote 2 of 2 result(s) to results/" in done.stderr
     assert "event: job.succeeded" in out and '"code":"erased"' in out and '"next":' in out
+    # docs/api/docling.md, open-webui.md and mcp.md: docling's shape, the SSRF guard, Open WebUI's, the MCP tools.
+    converted = json.loads((clone / "converted.json").read_text())
+    assert converted["status"] == "success" and "LinnSequencer" in converted["document"]["md_content"]
+    assert "LinnSequencer" in converted["document"]["text_content"] and '"code":"url_refused"' in out
+    assert '"page_content":' in out and '"source":"typewriter.png"' in out
+    assert "['list_jobs', 'result', 'submit', 'wait']" in out and "succeeded <!-- page 1 -->" in out
