@@ -1,0 +1,67 @@
+"""The CPU path's tables: cells and spans of a ruled table from its rules, of a borderless one from how its lines
+line up, each cell's text from the lines rapidocr read; running text in columns is no table."""
+
+from __future__ import annotations
+
+import pytest
+
+from common.formats.tables import from_block
+from tests.formats import pages as drawn
+from tests.support.pages import column_page
+from tests.support.table_pages import INVOICE, SPANNING, draw_table
+from worker.engines.cpu import CpuEngine
+
+
+@pytest.fixture(scope="module")
+def engine():
+    cpu = CpuEngine()
+    yield cpu
+    cpu.close()
+
+
+def _tables(engine, image):
+    read = engine.read([image])[0]
+    return [t for t in (from_block(b) for b in read.blocks) if t is not None], read
+
+
+def _spans(table):
+    return sorted((c.row, c.col, c.row_span, c.col_span) for c in table.cells)
+
+
+def test_a_ruled_table_with_spanning_cells(engine):
+    image, truth = draw_table(SPANNING)
+    tables, read = _tables(engine, image)
+    assert len(tables) == 1
+    table = tables[0]
+    assert (table.rows, table.columns) == (truth.rows, truth.columns)
+    assert _spans(table) == sorted((r, c, rs, cs) for r, c, rs, cs, _ in truth.cells)
+    assert table.grid() == truth.grid()
+    assert all(c.box and c.confidence for c in table.cells if c.text)
+    assert [c.header for c in table.cells if c.row == 0] == [True, True, True]
+    assert "<table>" in read.text and "Mary Ann" in read.text
+
+
+@pytest.mark.parametrize("rules", ["all", "across", "none"])
+def test_ruled_partly_ruled_and_borderless_invoices(engine, rules):
+    image, truth = draw_table(INVOICE, rules=rules, below="Total due: 2,664.00 within 30 days of the invoice date.")
+    tables, read = _tables(engine, image)
+    assert len(tables) == 1
+    table = tables[0]
+    assert table.grid() == truth.grid()
+    assert all(c.row_span == c.col_span == 1 for c in table.cells)
+    assert [c.header for c in table.cells if c.row == 0] == [True] * 4
+    assert "Total due" in read.text  # the line below the table stays text
+
+
+def test_a_borderless_cell_of_two_lines_is_one_cell(engine):
+    rows = [["Item", "Note", "Amount"], ["Oak beams", "cut to\nlength", "546.00"], ["Lime mortar", "slaked", "247.50"],
+            ["Granite", "dressed\nstone", "1,680.00"]]
+    image, truth = draw_table(rows, rules="none")
+    tables, _ = _tables(engine, image)
+    assert len(tables) == 1 and tables[0].grid() == truth.grid()
+
+
+def test_running_text_in_columns_is_no_table(engine):
+    for image in (drawn.two_columns(), drawn.one_column(), column_page(2).image, column_page(3).image):
+        tables, _ = _tables(engine, image)
+        assert tables == []
