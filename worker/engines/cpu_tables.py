@@ -339,15 +339,26 @@ def _row_gap(upper: list[Line], lower: list[Line]) -> float:
     return min(ln.key[1] for ln in lower) - max(ln.key[3] for ln in upper)
 
 
+def _long(text: str) -> bool:
+    """A line of a paragraph: five words or more, or forty characters of letters."""
+    return len(text.split()) >= 5 or (len(text) >= 40 and not _NUMERIC.match(text))
+
+
+_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
 def _wordy(text: str) -> bool:
-    """Reads as running text: five words or more, or forty characters of letters."""
-    words = text.split()
-    return len(words) >= 5 or (len(text) >= 40 and not _NUMERIC.match(text))
+    """Reads as a piece of running text (reading_order's measure): several words, a lower-case continuation or a
+    run of CJK characters, with few digits; a table's cells are mostly a capitalised word, a number or a code."""
+    text = text.strip()
+    if not text or sum(ch.isdigit() for ch in text) > 0.3 * len(text.replace(" ", "")):
+        return False
+    return len(text.split()) >= 2 or text[0].islower() or len(_CJK.findall(text)) >= 5
 
 
 def _prose_row(row: list[Line]) -> bool:
     """A row of one line of running text: a paragraph's line, which no table runs through."""
-    return len(row) == 1 and _wordy(row[0].text)
+    return len(row) == 1 and _long(row[0].text)
 
 
 def _tables_in_run(run: list[list[Line]], unit: float) -> list[TableBlock]:
@@ -363,7 +374,8 @@ def _tables_in_run(run: list[list[Line]], unit: float) -> list[TableBlock]:
     if len(columns) < 2:
         return []
     segments = [ln for row in multi for ln in row]
-    if sum(_wordy(ln.text) for ln in segments) > 0.4 * len(segments):
+    if sum(_wordy(ln.text) for ln in segments) >= 0.6 * len(segments) or \
+            sum(_long(ln.text) for ln in segments) > 0.3 * len(segments):
         return []  # columns of running text
     if len(columns) == 2 and not any(_NUMERIC.match(ln.text) for ln in segments):
         # Two columns of words alone: a list of terms beside their meanings reads like this too; only short
