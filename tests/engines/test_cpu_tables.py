@@ -3,6 +3,8 @@ line up, each cell's text from the lines rapidocr read; running text in columns 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from common.formats.tables import from_block
@@ -21,6 +23,7 @@ def engine():
 
 def _tables(engine, image):
     read = engine.read([image])[0]
+    json.dumps(read.blocks)  # stored as JSON: plain numbers only
     return [t for t in (from_block(b) for b in read.blocks) if t is not None], read
 
 

@@ -168,7 +168,8 @@ def _grid(horizontal: np.ndarray, vertical: np.ndarray, left: int, top: int, uni
     # A grid of boxes with no rule inside them is a frame, not a table.
     if not between_cols.any() or not between_rows.any():
         return None
-    return Grid([x + left for x in xs], [y + top for y in ys], between_cols, between_rows)
+    # Plain ints: the boxes go into the page's JSON, which numpy's integers do not.
+    return Grid([int(x + left) for x in xs], [int(y + top) for y in ys], between_cols, between_rows)
 
 
 def _covered(mask: np.ndarray, at: int, lo: int, hi: int, *, axis: int) -> bool:
