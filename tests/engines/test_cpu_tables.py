@@ -68,3 +68,24 @@ def test_running_text_in_columns_is_no_table(engine):
     for image in (drawn.two_columns(), drawn.one_column(), column_page(2).image, column_page(3).image):
         tables, _ = _tables(engine, image)
         assert tables == []
+
+
+def test_page_xml_carries_the_cells_as_table_cell_roles(engine):
+    from common.formats import render_layout
+    from common.formats.structure import layout_of
+    from common.jobs.models import Job, Page
+    from tests.support.layout_checks import valid_page_zip
+
+    image, truth = draw_table(SPANNING)
+    read = engine.read([image])[0]
+    page = Page(index=0, status="succeeded", text=read.text, width=image.width, height=image.height, engine="cpu",
+                rotation=read.rotation, blocks=read.blocks, confidence=0.99)
+    [document] = valid_page_zip(render_layout("page", Job(id="t", filename="t.png"), [page]))
+    ns = "{http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15}"
+    [table] = list(document.iter(f"{ns}TableRegion"))
+    assert (table.get("rows"), table.get("columns")) == (str(truth.rows), str(truth.columns))
+    roles = [(int(r.get("rowIndex")), int(r.get("columnIndex")), int(r.get("rowSpan")), int(r.get("colSpan")))
+             for r in table.iter(f"{ns}TableCellRole")]
+    assert sorted(roles) == sorted((r, c, rs, cs) for r, c, rs, cs, _ in truth.cells)
+    words = [w["text"] for b in layout_of(page).blocks for ln in b["lines"] for w in ln["words"]]
+    assert [w.find(f"{ns}TextEquiv/{ns}Unicode").text for w in document.iter(f"{ns}Word")] == words
