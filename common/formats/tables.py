@@ -14,7 +14,11 @@ later part starts with no header row, or with the same header again (which is dr
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+# A table's caption: a short line just above it that names it (in the service's languages).
+_CAPTION = re.compile(r"^\s*(Table|Tab\.|Tabelle|Tableau|Tabla|Tabella|Tabel|Tabell|Tabela|表)\s*[\dIVX]*\b", re.I)
 
 
 @dataclass
@@ -75,6 +79,12 @@ class Table:
         """Its file name in a zip of tables: the page (or pages) and its index there."""
         pages = f"page-{self.pages[0]}" if len(self.pages) < 2 else f"pages-{self.pages[0]}-{self.pages[-1]}"
         return f"{pages}-table-{self.index}" if self.pages else f"table-{self.index}"
+
+
+def caption_in(text: str) -> str | None:
+    """The text, when it reads as a table's caption ("Table 3: Arrivals", "Tabelle 2", "表 1"), else None."""
+    text = " ".join(text.split())
+    return text if text and len(text) <= 200 and _CAPTION.match(text) else None
 
 
 def table_fields(table: Table) -> dict:

@@ -32,9 +32,9 @@ def _spans(table):
 
 
 def test_a_ruled_table_with_spanning_cells(engine):
-    image, truth = draw_table(SPANNING)
+    image, truth = draw_table(SPANNING, title="Table 3: Arrivals")
     tables, read = _tables(engine, image)
-    assert len(tables) == 1
+    assert len(tables) == 1 and tables[0].caption == "Table 3: Arrivals"
     table = tables[0]
     assert (table.rows, table.columns) == (truth.rows, truth.columns)
     assert _spans(table) == sorted((r, c, rs, cs) for r, c, rs, cs, _ in truth.cells)

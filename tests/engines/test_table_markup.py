@@ -66,6 +66,12 @@ def test_a_pipe_table_in_the_markdown_is_a_table_block_with_its_words():
                                                                               ["Mary", "Ann"], ["340"]]
 
 
+def test_a_caption_above_a_table_is_its_caption():
+    blocks, _ = build_blocks("Tabelle 2: Ankünfte\n\n<table><tr><td>a</td><td>b</td></tr></table>",
+                             [(100, 50, 500, 80), (100, 100, 500, 140)], [], size=(1000, 1000))
+    assert blocks[1]["caption"] == "Tabelle 2: Ankünfte"
+
+
 def test_the_page_json_block_holds_the_cells_with_boxes():
     markdown = "<table><tr><th>Vessel</th><th>Tons</th></tr><tr><td>Mary Ann</td><td>340</td></tr></table>"
     blocks, _ = build_blocks(markdown, [(100, 100, 500, 140), (100, 160, 500, 200)], [], size=(1000, 1000))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from common.formats.tables import Cell, Table, table_fields
+from common.formats.tables import Cell, Table, caption_in, table_fields
 from worker.engines.reading_order import Block, Line, join_lines
 
 # The engine's recogniser on parts of the page (quads of 4 corner points): their texts and scores.
@@ -61,7 +61,13 @@ def with_tables(array: np.ndarray, blocks: list[Block], *, recognise: Recognise 
     for table in borderless(array, [ln for ln in lines if id(ln) not in taken], unit):
         tables.append(table)
         taken |= {id(ln) for ln in table.source}
-    return _replace(blocks, tables, unit) if tables else blocks
+    if not tables:
+        return blocks
+    out = _replace(blocks, tables, unit)
+    for before, block in zip(out, out[1:]):
+        if isinstance(block, TableBlock) and not isinstance(before, TableBlock) and len(before.lines) <= 2:
+            block.table.caption = caption_in(join_lines([ln.text for ln in before.lines]))
+    return out
 
 
 # --- ruled ----------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from common.formats.placement import Box, assign_words, page_block, split_box
-from common.formats.tables import Cell, Table, table_fields
+from common.formats.tables import Cell, Table, caption_in, table_fields
 from worker.engines import markdown_blocks
 
 
@@ -139,8 +139,10 @@ def _lay(parsed: list[markdown_blocks.MdBlock], boxes: list[Box], index: _Tokens
         if block.label:
             out["label"] = block.label
         if block.table is not None:
-            out |= table_fields(_table(block, [[ids[k] for k in cell] for cell in block.cell_words], words,
-                                       word_box, index))
+            table = _table(block, [[ids[k] for k in cell] for cell in block.cell_words], words, word_box, index)
+            if table.caption is None and blocks and blocks[-1]["kind"] in ("text", "title"):
+                table.caption = caption_in(" ".join(ln["text"] for ln in blocks[-1]["lines"]))
+            out |= table_fields(table)
         blocks.append(out)
     return blocks
 
