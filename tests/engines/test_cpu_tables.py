@@ -64,6 +64,27 @@ def test_a_borderless_cell_of_two_lines_is_one_cell(engine):
     assert len(tables) == 1 and tables[0].grid() == truth.grid()
 
 
+def test_a_borderless_header_of_two_rows_spans_them(engine):
+    image, truth = draw_table(SPANNING[:4], rules="none")
+    tables, _ = _tables(engine, image)
+    assert len(tables) == 1
+    assert _spans(tables[0]) == sorted((r, c, rs, cs) for r, c, rs, cs, _ in truth.cells)
+    assert tables[0].grid() == truth.grid()
+
+
+def test_items_and_notes_beside_a_column_of_amounts_are_a_table(engine):
+    rows = [["Article", "Remarque", "Montant"], ["Clous de cuivre", "coupé à\nla mesure", "17 168,25"],
+            ["Toile à voile", "seconde\nlivraison", "341 952,24"], ["Anneaux de fer", "comme convenu", "1 625 243,55"],
+            ["Poutres de chêne", "seconde\nlivraison", "712 775,00"]]
+    image, truth = draw_table(rows, rules="none")
+    tables, _ = _tables(engine, image)
+
+    def squeezed(grid):  # rapidocr may drop the narrow space in "17 168,25": reading, not structure
+        return [[text.replace(" ", "") for text in row] for row in grid]
+
+    assert len(tables) == 1 and squeezed(tables[0].grid()) == squeezed(truth.grid())
+
+
 def test_running_text_in_columns_is_no_table(engine):
     for image in (drawn.two_columns(), drawn.one_column(), column_page(2).image, column_page(3).image):
         tables, _ = _tables(engine, image)

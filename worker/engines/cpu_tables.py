@@ -381,9 +381,10 @@ def _tables_in_run(run: list[list[Line]], unit: float) -> list[TableBlock]:
     if len(columns) < 2:
         return []
     segments = [ln for row in multi for ln in row]
-    if sum(_wordy(ln.text) for ln in segments) >= 0.6 * len(segments) or \
-            sum(_long(ln.text) for ln in segments) > 0.3 * len(segments):
-        return []  # columns of running text
+    # Columns of running text, unless a column of numbers runs beside them (an invoice's items and notes).
+    prose = sum(_wordy(ln.text) for ln in segments) >= 0.6 * len(segments)
+    if prose and not _numeric_column(segments, columns) or sum(_long(ln.text) for ln in segments) > 0.3 * len(segments):
+        return []
     if len(columns) == 2 and not any(_NUMERIC.match(ln.text) for ln in segments):
         # Two columns of words alone: a list of terms beside their meanings reads like this too; only short
         # pairs that line up on most rows are a table.
@@ -391,6 +392,15 @@ def _tables_in_run(run: list[list[Line]], unit: float) -> list[TableBlock]:
             return []
     table, source = _cells_from_rows(run, columns, unit)
     return [_block(table, source, None)] if table is not None else []
+
+
+def _numeric_column(segments: list[Line], columns: list[tuple[float, float]]) -> bool:
+    """Some column's lines are mostly numbers."""
+    for a, b in columns:
+        inside = [ln for ln in segments if a <= ln.centre_x <= b]
+        if len(inside) >= 3 and sum(bool(_NUMERIC.match(ln.text)) for ln in inside) >= 0.6 * len(inside):
+            return True
+    return False
 
 
 def _continues_cell(run: list[list[Line]], unit: float) -> bool:
@@ -480,8 +490,39 @@ def _cells_from_rows(run: list[list[Line]], columns: list[tuple[float, float]], 
     if len(placed) < 2:
         return None, []
     table = Table(rows=len(placed), columns=len(columns), cells=cells, box=_union(source))
+    _two_row_header(table)
     _mark_header(table)
     return table, source
+
+
+def _two_row_header(table: Table) -> None:
+    """Two rows of words over rows with numbers, each with gaps the other fills, are one header of two rows: a
+    cell of the first over a gap in the second spans both rows, a cell of the first followed by gaps the second
+    fills spans those columns (a group's name over its columns). No rule says so on a table without rules."""
+    if table.rows < 3:
+        return
+    first = [c for c in table.cells if c.row == 0]
+    second = [c for c in table.cells if c.row == 1]
+    heads = first + second
+    if not first or not second or any(_NUMERIC.match(c.text) for c in heads if c.text):
+        return
+    if not any(_NUMERIC.match(c.text) for c in table.cells if c.row >= 2 and c.text):
+        return
+    top = {c.col + k for c in first for k in range(c.col_span)}
+    under = {c.col + k for c in second for k in range(c.col_span)}
+    every = set(range(table.columns))
+    if top == every or under == every or top | under != every:
+        return
+    for cell in first:
+        if cell.col_span == 1 and cell.col not in under:
+            cell.row_span = 2
+        elif cell.col in under:
+            end = cell.col + cell.col_span
+            while end < table.columns and end not in top and end in under:
+                end += 1
+            cell.col_span = end - cell.col
+    for cell in heads:
+        cell.header = True
 
 
 # --- shared ---------------------------------------------------------------------------------------------
