@@ -22,8 +22,9 @@ app.add_typer(webhooks_app, name="webhooks")
 UrlOpt = Annotated[str | None, typer.Option(
     help="Base URL of the ocrq API (default: OCRQ_URL, else the one `ocrq serve` recorded, else :8000).")]
 FormatOpt = Annotated[str, typer.Option("--output", "--format",
-                                        help="markdown, text, json, hocr, alto, page (a zip of PAGE XML) or pdf "
-                                             "(a searchable PDF); pdf and page are saved with --out.")]
+                                        help="markdown, text, json, hocr, alto, page (a zip of PAGE XML), pdf "
+                                             "(a searchable PDF), csv or xlsx (the tables); pdf, page, csv and xlsx "
+                                             "are saved with --out.")]
 KeyOpt = Annotated[str | None, typer.Option(help="API key (default: OCRQ_API_KEY, else the one `serve` saved).")]
 
 
@@ -257,10 +258,10 @@ def trace(job_id: str) -> None:
 
 @app.command()
 def result(job_id: str, format: Annotated[str | None, typer.Option(
-               help="markdown, text, json, hocr, alto, page or pdf (default: the job's output)")] = None,
+               help="markdown, text, json, hocr, alto, page, pdf, csv or xlsx (default: the job's output)")] = None,
            url: UrlOpt = None, key: KeyOpt = None,
            out: Annotated[Path | None, typer.Option(help="Write the result to this file.")] = None) -> None:
-    """Print a finished job's result (--format pdf or page: to --out FILE or a redirected stdout)."""
+    """Print a finished job's result (--format pdf, page, csv or xlsx: to --out FILE or a redirected stdout)."""
     from cli.client import Client, ClientError
     from cli.submit import BINARY
 

@@ -16,8 +16,8 @@ from cli.client import Client, ClientError, SubmissionRejected
 TERMINAL = {"succeeded", "failed", "canceled"}
 # As common.jobs.results names them; the CLI does not import the service's models to start.
 EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf", "hocr": "hocr", "alto": "alto.xml",
-              "page": "page.zip"}
-BINARY = ("pdf", "page")
+              "page": "page.zip", "csv": "csv", "xlsx": "xlsx"}
+BINARY = ("pdf", "page", "csv", "xlsx")
 
 
 def expand(items: list[Path]) -> list[Path]:
@@ -66,7 +66,8 @@ def run(client: Client, *, files: list[Path], wait: bool, out: Path | None, opti
         body = client.result_bytes(job_id, fmt)
         if out:
             out.mkdir(parents=True, exist_ok=True)
-            target = out / f"{path.name}.{EXTENSIONS[fmt]}"
+            zipped = fmt == "csv" and body.startswith(b"PK\x03\x04")  # several tables: a zip of one CSV each
+            target = out / f"{path.name}.{EXTENSIONS[fmt]}{'.zip' if zipped else ''}"
             target.write_bytes(body)
             written.append(target)
         elif fmt in BINARY:

@@ -42,7 +42,7 @@ __all__ = ["AsyncClient", "AsyncJob", "Client", "Job", "OcrqError", "Retry", "So
 TERMINAL: frozenset[JobStatus] = frozenset({"succeeded", "failed", "canceled"})
 RETRY_STATUSES = frozenset({429, 503})
 TextFormat = Literal["markdown", "text", "hocr", "alto"]
-BinaryFormat = Literal["pdf", "page"]
+BinaryFormat = Literal["pdf", "page", "csv", "xlsx"]
 PageFormat = Literal["markdown", "text", "json"]
 # A document to read: a local file (path), its bytes, an http(s) URL or an s3:// URI the service fetches.
 Source = str | os.PathLike[str] | bytes
@@ -168,7 +168,7 @@ def _result_value(response: httpx.Response, fmt: str | None) -> str | bytes | di
     media = response.headers.get("content-type", "")
     if fmt == "json" or (fmt is None and media.startswith("application/json")):
         return response.json()
-    if fmt in ("pdf", "page") or (fmt is None and not media.startswith(("text/", "application/xhtml",
+    if fmt in ("pdf", "page", "csv", "xlsx") or (fmt is None and not media.startswith(("text/", "application/xhtml",
                                                                           "application/xml"))):
         return response.content
     return response.text

@@ -207,7 +207,8 @@ def _gone(job) -> Response | None:
 
 @router.get("/{job_id}/result", responses={200: {"content": {"text/markdown": {}, "text/plain": {},
                                                              "application/pdf": {}, "application/xhtml+xml": {},
-                                                             "application/xml": {}, "application/zip": {}}},
+                                                             "application/xml": {}, "application/zip": {},
+                                                             "text/csv": {}, results.MEDIA_TYPES["xlsx"]: {}}},
                                            303: {}, 404: {}, 409: {}, 410: {}, 422: {}})
 def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: TenantDep,
                format: ResultFormat | None = None) -> Response:
@@ -229,23 +230,24 @@ def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: Tenan
         if url:
             return RedirectResponse(url, status_code=303)
         try:
-            return Response(svc.storage.read(key), media_type=results.MEDIA_TYPES[fmt], headers=_attachment(job, fmt))
+            stored = svc.storage.read(key)
+            return Response(stored, media_type=results.media_type(fmt, stored), headers=_attachment(job, fmt, stored))
         except ObjectMissing:  # deleted from the store: built again below, as for a job stored without it
             log.warning("job %s: its stored %s result is missing; building it again", job.id, fmt)
     if fmt == "pdf":
         body = pdf_results.build_on_demand(svc, session, job=job)
     else:
         body = results.body(job, jobs.pages_of(session, job_id=job.id), fmt)
-    return Response(body, media_type=results.MEDIA_TYPES[fmt], headers=_attachment(job, fmt))
+    return Response(body, media_type=results.media_type(fmt, body), headers=_attachment(job, fmt, body))
 
 
-def _attachment(job, fmt: str) -> dict[str, str]:
-    """A PDF downloads under the document's name; text formats show inline as before."""
-    if fmt != "pdf":
+def _attachment(job, fmt: str, body: bytes) -> dict[str, str]:
+    """A PDF, CSV or XLSX downloads under the document's name; text formats show inline as before."""
+    if fmt not in ("pdf", *results.TABLE_FORMATS):
         return {}
     stem = (job.filename or job.id).rsplit(".", 1)[0]
     name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem)[:120] or job.id
-    return {"Content-Disposition": f'attachment; filename="{name}.pdf"'}
+    return {"Content-Disposition": f'attachment; filename="{name}.{results.extension(fmt, body)}"'}
 
 
 @router.post("/{job_id}/erase", response_model=JobSummary, status_code=200, responses={202: {}, 404: {}})

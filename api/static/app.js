@@ -7,7 +7,7 @@
   const POLL_MS = 700;
   const TERMINAL = new Set(["succeeded", "failed", "canceled"]);
   const EXTENSIONS = { text: "txt", markdown: "md", json: "json", pdf: "pdf", hocr: "hocr", alto: "alto.xml",
-                       page: "page.zip" };
+                       page: "page.zip", csv: "csv", xlsx: "xlsx" };
   const PREVIEWABLE = /^image\/(png|jpeg|webp|gif|bmp|svg\+xml)$/;
 
   const $ = (selector, root = document) => root.querySelector(selector);
@@ -233,7 +233,9 @@
     const url = URL.createObjectURL(await response.blob());
     const link = document.createElement("a");
     link.href = url;
-    link.download = `${stem}.${EXTENSIONS[format]}`;
+    // Several tables (or none) come as a zip of one CSV a table.
+    const zipped = format === "csv" && (response.headers.get("content-type") || "").startsWith("application/zip");
+    link.download = `${stem}.${EXTENSIONS[format]}${zipped ? ".zip" : ""}`;
     document.body.append(link);
     link.click();
     link.remove();

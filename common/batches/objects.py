@@ -12,7 +12,7 @@ import posixpath
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from common.jobs.results import EXTENSIONS
+from common.jobs.results import extension
 
 MANIFEST_NAME = "_manifest.jsonl"
 # Judged by extension: a listing carries no Content-Type, and a HEAD per object would cost more than the listing.
@@ -52,9 +52,10 @@ def relative_key(key: str, *, prefix: str) -> str:
     return key[len(prefix):] if key.startswith(prefix) else key
 
 
-def result_key(relative: str, *, output_prefix: str, output: str) -> str:
-    """Where an object's result goes: the output prefix, the key relative to the input, and the format's extension."""
-    return f"{output_prefix}{relative}.{EXTENSIONS[output]}"
+def result_key(relative: str, *, output_prefix: str, output: str, body: bytes = b"") -> str:
+    """Where an object's result goes: the output prefix, the key relative to the input, and the format's extension
+    (the body's: a csv result of several tables is a zip)."""
+    return f"{output_prefix}{relative}.{extension(output, body)}"
 
 
 def manifest_key(output_prefix: str) -> str:

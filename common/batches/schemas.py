@@ -27,7 +27,7 @@ class BatchCreate(BaseModel):
                                           description="shell-style patterns on the key relative to input_prefix")
     exclude: list[Pattern] | None = Field(default=None, max_length=64, examples=[["drafts/*"]])
     output: Output = "markdown"
-    output_formats: list[Output] = Field(default_factory=list, max_length=7, examples=[["alto", "hocr"]],
+    output_formats: list[Output] = Field(default_factory=list, max_length=9, examples=[["alto", "hocr"]],
                                          description="more formats written beside `output`, each under the same "
                                                      "key with its own extension")
     priority: Priority = "bulk"

@@ -10,6 +10,7 @@ import zipfile
 from datetime import UTC, datetime
 
 from common.formats.structure import PageLayout
+from common.formats.tables import from_block
 from common.formats.xml_text import scrub
 
 NS = "http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15"
@@ -67,18 +68,51 @@ def page_document(page: PageLayout, *, created: str, name: str | None) -> bytes:
             _coords(ET.SubElement(element, _q("ImageRegion"), {"id": region_id}), block["box"])
             continue
         if block["kind"] == "table":
-            table = ET.SubElement(element, _q("TableRegion"), {"id": region_id})
-            _coords(table, block["box"])
-            _text_region(table, block, f"{region_id}_text", "paragraph")
+            _table_region(element, block, region_id)
         else:
             _text_region(element, block, region_id, TEXT_TYPES.get(block["kind"], "paragraph"))
     ET.indent(scrub(root), space=" ")
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
-def _text_region(parent: ET.Element, block: dict, region_id: str, kind: str) -> None:
+def _table_region(parent: ET.Element, block: dict, region_id: str) -> None:
+    """A TableRegion with a TextRegion a cell (its TableCellRole: row, column, spans, header) holding the lines
+    inside the cell; the block's lines in one TextRegion where they do not fall into cells in reading order."""
+    table = from_block(block)
+    attrs = {"rows": str(table.rows), "columns": str(table.columns)} if table else {}
+    region = ET.SubElement(parent, _q("TableRegion"), {"id": region_id} | attrs)
+    _coords(region, block["box"])
+    owners = _cells_of_lines(table, block["lines"]) if table else None
+    if owners is None:
+        _text_region(region, block, f"{region_id}_text", "paragraph")
+        return
+    for n, cell in enumerate(table.cells, start=1):
+        lines = [line for line, owner in zip(block["lines"], owners, strict=True) if owner == n - 1]
+        role = {"rowIndex": str(cell.row), "columnIndex": str(cell.col), "rowSpan": str(cell.row_span),
+                "colSpan": str(cell.col_span), "header": "true" if cell.header else "false"}
+        _text_region(region, {"box": cell.box or block["box"], "lines": lines, "confidence": cell.confidence},
+                     f"{region_id}_c{n}", "paragraph", role=role, text=cell.text)
+
+
+def _cells_of_lines(table, lines: list[dict]) -> list[int] | None:
+    """Which cell each line's middle falls in, or None where one falls in none or the cells' order would reorder
+    the lines (each word must stay once and in reading order)."""
+    owners = []
+    for line in lines:
+        x, y = (line["box"][0] + line["box"][2]) / 2, (line["box"][1] + line["box"][3]) / 2
+        inside = [n for n, c in enumerate(table.cells) if c.box and c.box[0] <= x <= c.box[2] and c.box[1] <= y <= c.box[3]]
+        if not inside or (owners and inside[0] < owners[-1]):
+            return None
+        owners.append(inside[0])
+    return owners
+
+
+def _text_region(parent: ET.Element, block: dict, region_id: str, kind: str, *, role: dict | None = None,
+                 text: str | None = None) -> None:
     region = ET.SubElement(parent, _q("TextRegion"), {"id": region_id, "type": kind})
     _coords(region, block["box"])
+    if role:
+        ET.SubElement(ET.SubElement(region, _q("Roles")), _q("TableCellRole"), role)
     for ln, line in enumerate(block["lines"], start=1):
         text_line = ET.SubElement(region, _q("TextLine"), {"id": f"{region_id}_l{ln}"})
         _coords(text_line, line["box"])
@@ -87,4 +121,5 @@ def _text_region(parent: ET.Element, block: dict, region_id: str, kind: str) -> 
             _coords(item, word["box"])
             _equiv(item, word["text"], word["confidence"])
         _equiv(text_line, line["text"], line.get("confidence"))
-    _equiv(region, "\n".join(line["text"] for line in block["lines"]), block.get("confidence"))
+    _equiv(region, text if text is not None else "\n".join(line["text"] for line in block["lines"]),
+           block.get("confidence"))

@@ -1,5 +1,5 @@
 """Assembling a job's pages into the result formats: markdown, text and per-page JSON here; hOCR, ALTO and PAGE
-XML in common/formats; pdf in common/pdf_output."""
+XML in common/formats; the tables as CSV and XLSX in common/formats/table_files.py; pdf in common/pdf_output."""
 
 from __future__ import annotations
 
@@ -8,18 +8,34 @@ import json
 from common.formats import render_layout
 from common.formats.plain import markdown_to_text
 from common.formats.structure import normalised
+from common.formats.table_files import csv_body, xlsx_body
+from common.formats.tables import document_tables
 from common.jobs.models import Job, Page
 
 TEXT_FORMATS = ("markdown", "text", "json")
 LAYOUT_FORMATS = ("hocr", "alto", "page")  # common/formats; page is a zip of one PAGE XML file a page
-STORED_FORMATS = (*TEXT_FORMATS, *LAYOUT_FORMATS)
+TABLE_FORMATS = ("csv", "xlsx")  # the document's tables; csv is a zip of one CSV a table unless there is one
+STORED_FORMATS = (*TEXT_FORMATS, *LAYOUT_FORMATS, *TABLE_FORMATS)
 FORMATS = (*STORED_FORMATS, "pdf")
 MEDIA_TYPES = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; charset=utf-8",
                "json": "application/json", "pdf": "application/pdf",
                "hocr": "application/xhtml+xml; charset=utf-8", "alto": "application/xml; charset=utf-8",
-               "page": "application/zip"}
+               "page": "application/zip", "csv": "text/csv; charset=utf-8",
+               "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
 EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf", "hocr": "hocr", "alto": "alto.xml",
-              "page": "page.zip"}
+              "page": "page.zip", "csv": "csv", "xlsx": "xlsx"}
+_ZIP = b"PK\x03\x04"
+
+
+def media_type(fmt: str, body: bytes) -> str:
+    """The body's media type: the format's, but a zip for a csv result of several tables (or none)."""
+    return "application/zip" if fmt == "csv" and body.startswith(_ZIP) else MEDIA_TYPES[fmt]
+
+
+def extension(fmt: str, body: bytes) -> str:
+    """The body's file extension, as media_type."""
+    return "csv.zip" if fmt == "csv" and body.startswith(_ZIP) else EXTENSIONS[fmt]
+
 
 def object_key(prefix: str, fmt: str) -> str:
     return f"{prefix}.{EXTENSIONS[fmt]}"
@@ -61,7 +77,7 @@ def render(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) 
     pages = sorted(pages, key=lambda p: p.index)
     if fmt == "json":
         body = {"job_id": job.id, "status": status or job.status, "metadata": job.meta,
-                "pages": [page_json(p) for p in pages]}
+                "pages": [page_json(p) for p in pages], "tables": [t.as_json() for t in document_tables(pages)]}
         return json.dumps(body, ensure_ascii=False)
     parts = []
     for page in pages:
@@ -75,7 +91,11 @@ def render(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) 
 
 
 def body(job: Job, pages: list[Page], fmt: str, *, status: str | None = None) -> bytes:
-    """The result's bytes in any stored format: a text format, or a layout format (hocr, alto, page)."""
+    """The result's bytes in any stored format: a text format, a layout format (hocr, alto, page) or a table one."""
+    if fmt == "csv":
+        return csv_body(document_tables(pages))[0]
+    if fmt == "xlsx":
+        return xlsx_body(document_tables(pages))
     if fmt in LAYOUT_FORMATS:
         return render_layout(fmt, job, pages)
     return render(job, pages, fmt, status=status).encode()

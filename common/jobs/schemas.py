@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from common.queue.names import Priority
 
-Output = Literal["markdown", "text", "json", "pdf", "hocr", "alto", "page"]
+Output = Literal["markdown", "text", "json", "pdf", "hocr", "alto", "page", "csv", "xlsx"]
 # What GET /jobs/{id}/result gives (docs/api/formats.md); a job's `output` is its default.
 ResultFormat = Output
 JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]

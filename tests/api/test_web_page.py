@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import httpx
@@ -234,3 +235,27 @@ def test_swagger_ui_and_redoc_work_offline(browser, embedded_server):
     icon = httpx.get(embedded_server.url + "/favicon.ico")
     assert icon.status_code == 200 and icon.headers["content-type"] == "image/x-icon"
     assert icon.content[:4] == b"\x00\x00\x01\x00"
+
+
+def test_a_pages_table_shows_as_a_table_and_downloads_as_xlsx(page, embedded_server, tmp_path):
+    from openpyxl import load_workbook
+
+    from tests.support.table_pages import INVOICE, draw_table
+
+    image, _ = draw_table(INVOICE)
+    image.save(tmp_path / "invoice.png")
+    page.get_by_label("API key").fill(embedded_server.key)
+    page.get_by_label("choose files").set_input_files(str(tmp_path / "invoice.png"))
+    result = page.get_by_label("Text of invoice.png", exact=True)
+    cell = result.locator("table td", has_text="Granite blocks")
+    cell.first.wait_for(timeout=240_000)
+    assert result.locator("table tr").count() == len(INVOICE)
+    expect(page.get_by_role("button", name="Download tables (XLSX) of invoice.png")).to_be_enabled(timeout=60_000)
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download tables (XLSX) of invoice.png").click()
+    assert download.value.suggested_filename == "invoice.xlsx"
+    sheet = load_workbook(io.BytesIO(Path(download.value.path()).read_bytes())).active
+    assert [c.value for c in sheet[5]] == ["Iron rings", 6, 31.75, 190.5]
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download tables (CSV) of invoice.png").click()
+    assert download.value.suggested_filename == "invoice.csv"

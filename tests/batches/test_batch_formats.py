@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
+
+from openpyxl import load_workbook
+
 from tests.batches.support import new_bucket, upload, wait_for_batch, word_for, word_image
 from tests.batches.test_ingest import two_page_pdf
 from tests.support.layout_checks import hocr_check, valid_alto, valid_page_zip
@@ -14,10 +19,10 @@ def test_a_batch_writes_every_format_asked_for(client, s3):
     bucket = new_bucket(out)
     upload(out, bucket, {"in/scan.png": word_image(word_for(3)), "in/two.pdf": two_page_pdf([word_for(4), word_for(5)])})
     body = {"input_prefix": f"s3://{bucket}/in/", "output_prefix": f"s3://{bucket}/out/", "output": "alto",
-            "output_formats": ["hocr", "page", "markdown", "alto"]}
+            "output_formats": ["hocr", "page", "markdown", "alto", "csv", "xlsx"]}
     batch = wait_for_batch(client, client.post("/batches", json=body).json()["id"], timeout=300)
     assert (batch["status"], batch["succeeded"]) == ("completed", 2), batch
-    assert batch["output_formats"] == ["hocr", "page", "markdown"]  # the output itself is not repeated
+    assert batch["output_formats"] == ["hocr", "page", "markdown", "csv", "xlsx"]  # the output is not repeated
 
     def read(key: str) -> bytes:
         return out.get_object(Bucket=bucket, Key=f"out/{key}")["Body"].read()
@@ -28,3 +33,6 @@ def test_a_batch_writes_every_format_asked_for(client, s3):
         hocr_check(read(f"{key}.hocr"), overlap=False)
         assert len(valid_page_zip(read(f"{key}.page.zip"))) == len(words)
         assert all(word in read(f"{key}.md").decode() for word in words)
+        # No table on these pages: an empty zip of CSVs, and a workbook with its one empty sheet.
+        assert zipfile.ZipFile(io.BytesIO(read(f"{key}.csv.zip"))).namelist() == []
+        assert load_workbook(io.BytesIO(read(f"{key}.xlsx"))).sheetnames == ["no tables"]

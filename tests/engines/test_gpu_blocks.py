@@ -38,8 +38,10 @@ def test_kinds_words_and_cells_come_from_the_markdown():
         ["The", "Harbour", "Review"], ["First", "paragraph", "line", "one", "goes", "on", "&", "on."],
         ["item", "one", "item", "two"]]
     table = blocks[3]
-    assert [[[table.words[i].text for i in cell] for cell in row] for row in table.rows] == [
-        [["Vessel"], ["Tons"]], [["Mary", "Ann"], ["340"]]]
+    assert [[table.words[i].text for i in cell] for cell in table.cell_words] == [
+        ["Vessel"], ["Tons"], ["Mary", "Ann"], ["340"]]
+    assert [(c.row, c.col, c.text) for c in table.table.cells] == [
+        (0, 0, "Vessel"), (0, 1, "Tons"), (1, 0, "Mary Ann"), (1, 1, "340")]
     assert [w.text for w in blocks[4].words] == ["E", "=", "mc^2"] and blocks[5].box == (100, 200, 500, 600)
     for block in blocks:  # every word's offsets point at it in the markdown (entities stay escaped there)
         for word in block.words:
@@ -103,5 +105,5 @@ def test_grounding_output_gives_the_models_own_blocks_and_boxes():
     assert blocks[0]["box"] == [100, 100, 900, 200]  # 0-1000 scaled to the page
     assert [ln["text"] for ln in blocks[1]["lines"]] == ["Ships of deep draught came in", "on the morning tide"]
     assert [ln["box"] for ln in blocks[1]["lines"]] == [[110, 260, 470, 320], [110, 340, 340, 400]]
-    assert blocks[3]["rows"][0][0]["text"] == "Mary Ann" and blocks[4]["lines"] == []
+    assert blocks[3]["cells"][0]["text"] == "Mary Ann" and blocks[4]["lines"] == []
     assert blocks[5]["lines"][0]["box"] == [490, 1900, 510, 1940]  # no detected line inside: the model's box

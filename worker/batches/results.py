@@ -62,15 +62,15 @@ def _write_result(ctx: WorkerContext, *, batch: Batch, key: str, job: Job, pages
     relative = relative_key(key, prefix=batch.input_prefix)
     written = []
     for fmt in (batch.output, *(batch.output_formats or ())):
-        out_key = result_key(relative, output_prefix=batch.output_prefix, output=fmt)
         if fmt == "pdf" and job.result_key and job.output == "pdf":
             body = ctx.storage.read(results.object_key(job.result_key, "pdf"))  # built once, as the job closed
         elif fmt == "pdf":
             body = job_pdf(job, pages, source=ctx.sources.path(job), limits=ctx.limits)
         else:
             body = results.body(job, pages, fmt)
+        out_key = result_key(relative, output_prefix=batch.output_prefix, output=fmt, body=body)
         ctx.s3_for_batch(batch, "write").put_object(Bucket=batch.output_bucket, Key=out_key, Body=body,
-                                                    ContentType=results.MEDIA_TYPES[fmt])
+                                                    ContentType=results.media_type(fmt, body))
         written.append(f"s3://{batch.output_bucket}/{out_key}")
     return written[0]
 

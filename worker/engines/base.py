@@ -29,7 +29,7 @@ class PageText:
     """One page read. `rotation` (0, 90, 180, 270) is how far the engine turned the image counter-clockwise
     to read it upright; `blocks` are the page's blocks in reading order, boxes in pixels of that upright
     image: [{"kind", "box": [x0, y0, x1, y1], "lines": [{"text", "box", "confidence"}]}] (the vLLM engine's
-    lines also carry "words", its blocks a "confidence", its tables "rows" of cells). Both are None for an
+    lines also carry "words", its blocks a "confidence", its tables the cells of common/formats/tables.py). Both are None for an
     engine run without a layout. `confidence` is the page's (0-1), where the engine measures one."""
 
     text: str

@@ -18,7 +18,7 @@ import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
 from PIL import Image
 
-from worker.engines import cascade, inference, reading_order
+from worker.engines import cascade, cpu_tables, inference, reading_order
 from worker.engines.base import EngineError, PageText
 
 
@@ -66,7 +66,7 @@ class CpuEngine:
     def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True, show_through: bool = True,
                  split: bool = True, runtime: inference.Runtime = "openvino", quantised: bool = False,
                  fast: bool = True, confirm_below: float = cascade.CONFIRM_BELOW,
-                 params_override: dict | None = None) -> None:
+                 params_override: dict | None = None, tables: bool = True) -> None:
         from rapidocr import RapidOCR
 
         # PaddleOCR's own unclip ratio: rapidocr's 1.6 makes a line's box take in strokes of the next
@@ -99,6 +99,7 @@ class CpuEngine:
         self._split_lines = 0
         self._dropped: Counter[str] = Counter()
         self._slivers = 0
+        self._tables_on = tables
         self.model = "rapidocr-3.10/PP-OCRv6" + (" tiny, small where unsure" if self._cascade else "")
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
@@ -134,6 +135,8 @@ class CpuEngine:
             read = time.perf_counter()
             blocks = reading_order.order_blocks(lines, height=reading[0].shape[0],
                                                 split=partial(self._cut_bridge, reading[0]) if self._split_on else None)
+            if self._tables_on:
+                blocks = cpu_tables.with_tables(reading[0], blocks, recognise=partial(self._recognise, reading[0]))
         except Exception as exc:  # onnxruntime raises plain RuntimeError/ValueError on odd inputs
             if timeout := _time_limit_in(exc):
                 raise timeout from None  # the task's time is up, whatever rapidocr wrapped it in

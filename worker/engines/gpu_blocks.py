@@ -18,6 +18,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from common.formats.placement import Box, assign_words, page_block, split_box
+from common.formats.tables import Cell, Table, caption_in, table_fields
 from worker.engines import markdown_blocks
 
 
@@ -137,9 +138,11 @@ def _lay(parsed: list[markdown_blocks.MdBlock], boxes: list[Box], index: _Tokens
                "confidence": index.confidence(_spans(index, words, ids)), "lines": lines}
         if block.label:
             out["label"] = block.label
-        if block.rows is not None:
-            out["rows"] = [[_cell([ids[k] for k in cell], words, word_box, index) for cell in row]
-                           for row in block.rows]
+        if block.table is not None:
+            table = _table(block, [[ids[k] for k in cell] for cell in block.cell_words], words, word_box, index)
+            if table.caption is None and blocks and blocks[-1]["kind"] in ("text", "title"):
+                table.caption = caption_in(" ".join(ln["text"] for ln in blocks[-1]["lines"]))
+            out |= table_fields(table)
         blocks.append(out)
     return blocks
 
@@ -160,11 +163,13 @@ def _inside(boxes: list[Box], area: list[int]) -> list[Box]:
     return [b for b in boxes if area[0] <= (b[0] + b[2]) / 2 <= area[2] and area[1] <= (b[1] + b[3]) / 2 <= area[3]]
 
 
-def _cell(members: list[int], words, word_box, index: _Tokens) -> dict:
-    if not members:
-        return {"text": "", "box": None, "confidence": None}
-    return {"text": " ".join(words[i].text for i in members), "box": _union(word_box[i] for i in members),
-            "confidence": index.confidence(_spans(index, words, members))}
+def _table(block: markdown_blocks.MdBlock, members: list[list[int]], words, word_box, index: _Tokens) -> Table:
+    """The parsed table with each cell's box and confidence from its words."""
+    cells = [Cell(row=c.row, col=c.col, text=c.text, row_span=c.row_span, col_span=c.col_span, header=c.header,
+                  box=_union(word_box[i] for i in ids) if ids else None,
+                  confidence=index.confidence(_spans(index, words, ids)) if ids else None)
+             for c, ids in zip(block.table.cells, members, strict=True)]
+    return Table(rows=block.table.rows, columns=block.table.columns, cells=cells, caption=block.table.caption)
 
 
 def _figure(block: markdown_blocks.MdBlock, size: tuple[int, int]) -> dict:

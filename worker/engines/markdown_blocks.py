@@ -17,6 +17,8 @@ import html
 import re
 from dataclasses import dataclass, field
 
+from worker.engines import table_markup
+
 _HEADING = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+")
 _BULLET = re.compile(r"^[ \t]*([-*+•])[ \t]+(?=\S)")
 _NUMBERED = re.compile(r"^[ \t]*\(?\d{1,3}[.)][ \t]+(?=\S)")
@@ -24,8 +26,7 @@ _IMAGE_LINE = re.compile(r"^[ \t]*!\[([^\]]*)\]\(([^)]*)\)[ \t]*(?:(\d{1,4})\s*,
 _TAG = re.compile(r"<[^>]*>")
 _EMPHASIS = re.compile(r"(\*\*|__|\*|_|`)(?=\S)(.+?)(?<=\S)\1")
 _LINK = re.compile(r"!?\[([^\]]*)\]\(([^)]*)\)")
-_ROW = re.compile(r"<tr\b[^>]*>(.*?)</tr\s*>", re.IGNORECASE | re.DOTALL)
-_CELL = re.compile(r"<t([dh])\b[^>]*>(.*?)</t\1\s*>", re.IGNORECASE | re.DOTALL)
+_PIPES = re.compile(r"(?<!\\)\|")
 _WORD = re.compile(r"\S+")
 _GROUNDED = re.compile(r"!\[([A-Za-z_][\w-]*?)(\+?)\]\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)[ \t]*")
 # LightOnOCR-3's labels as ocrq's block kinds; an unknown label (a later checkpoint's) reads as text.
@@ -47,7 +48,8 @@ class MdBlock:
     start: int
     end: int
     words: list[Word] = field(default_factory=list)
-    rows: list[list[list[int]]] | None = None  # a table's rows of cells, each the indices of its words
+    table: table_markup.ParsedTable | None = None  # a table's cells (offsets in the markdown)
+    cell_words: list[list[int]] | None = None  # each of its cells' words: indices into words
     box: tuple[int, int, int, int] | None = None  # on a 0–1000 grid, when the model gave one (figures)
     level: int | None = None  # a title's heading level
     label: str | None = None  # the model's own label (grounding mode)
@@ -61,7 +63,10 @@ def parse(markdown: str) -> list[MdBlock]:
         block.words = [Word(html.unescape(m.group()), block.start + m.start(), block.start + m.end())
                        for m in _WORD.finditer(masked)]
         if block.kind == "table":
-            block.rows = _rows(markdown, block)
+            block.table = table_markup.parse(markdown[block.start:block.end], base=block.start)
+            if block.table:
+                block.cell_words = table_markup.words_in(block.table.cells, [w.start for w in block.words],
+                                                         [w.end for w in block.words])
     return [b for b in blocks if b.words or b.kind == "figure"]
 
 
@@ -84,10 +89,14 @@ def parse_grounded(raw: str) -> list[MdBlock]:
             continue
         inner = parse(raw[start:end])
         block.words = [Word(w.text, w.start + start, w.end + start) for b in inner for w in b.words]
-        tables = [b for b in inner if b.rows is not None]
+        tables = [b for b in inner if b.table is not None]
         if kind == "table" and len(tables) == 1:
             first = sum(len(b.words) for b in inner[:inner.index(tables[0])])
-            block.rows = [[[first + i for i in cell] for cell in row] for row in tables[0].rows]
+            table = tables[0].table
+            for cell in table.cells:
+                cell.start, cell.end = cell.start + start, cell.end + start
+            block.table = table
+            block.cell_words = [[first + i for i in cell] for cell in tables[0].cell_words]
         if block.words:
             blocks.append(block)
     return blocks
@@ -134,6 +143,11 @@ def _segment(markdown: str) -> list[MdBlock]:
         if heading := _HEADING.match(line):
             blocks.append(MdBlock("title", at, end, level=len(heading.group(1))))
             open_block = None
+        elif stripped.startswith("|") and len(_PIPES.findall(stripped)) >= 2:
+            # A markdown pipe table: its lines run on while they start with a pipe.
+            if open_block is None or open_block.kind != "table":
+                blocks.append(open_block := MdBlock("table", at, end))
+            open_block.end = end
         elif stripped.lower().startswith("<table"):
             blocks.append(block := MdBlock("table", at, end))
             fence = None if "</table" in line.lower() else (block, "</table")
@@ -151,7 +165,7 @@ def _segment(markdown: str) -> list[MdBlock]:
             if open_block is None or open_block.kind != "list":
                 blocks.append(open_block := MdBlock("list", at, end))
             open_block.end = end
-        elif open_block is not None:
+        elif open_block is not None and open_block.kind != "table":
             open_block.end = end
         else:
             blocks.append(open_block := MdBlock("text", at, end))
@@ -172,23 +186,13 @@ def _mask(markdown: str, block: MdBlock) -> str:
             text = text.replace(fence, " " * len(fence))
         return text
     text = _TAG.sub(lambda m: " " * len(m.group()), text)
+    if block.kind == "table" and text.lstrip().startswith("|"):  # a pipe table's pipes and rule are markup
+        text = "".join(" " * len(line.rstrip("\r\n")) + line[len(line.rstrip("\r\n")):]
+                       if table_markup.is_separator(line) else _PIPES.sub(" ", line)
+                       for line in text.splitlines(keepends=True))
     if block.kind == "title":
         text = _HEADING.sub(lambda m: " " * len(m.group()), text, count=1)
     if block.kind == "list":
         text = "".join(_BULLET.sub(lambda m: " " * len(m.group()), line) for line in text.splitlines(keepends=True))
     text = _LINK.sub(lambda m: " " * (m.start(1) - m.start()) + m.group(1) + " " * (m.end() - m.end(1)), text)
     return _EMPHASIS.sub(lambda m: " " * len(m.group(1)) + m.group(2) + " " * len(m.group(1)), text)
-
-
-def _rows(markdown: str, block: MdBlock) -> list[list[list[int]]]:
-    """The table's rows of cells, each cell the indices of the block's words inside it."""
-    text = markdown[block.start:block.end]
-    rows = []
-    for row in _ROW.finditer(text):
-        cells = []
-        for cell in _CELL.finditer(row.group(1)):
-            start = block.start + row.start(1) + cell.start(2)
-            end = block.start + row.start(1) + cell.end(2)
-            cells.append([n for n, w in enumerate(block.words) if start <= w.start and w.end <= end])
-        rows.append(cells)
-    return rows

@@ -50,7 +50,7 @@ def store_result(ctx: WorkerContext, *, job_id: str) -> str | None:
         ctx.storage.put(results.object_key(prefix, "pdf"), body, content_type=results.MEDIA_TYPES["pdf"])
     for fmt in results.STORED_FORMATS:
         body = results.body(job, pages, fmt, status="succeeded")
-        ctx.storage.put(results.object_key(prefix, fmt), body, content_type=results.MEDIA_TYPES[fmt])
+        ctx.storage.put(results.object_key(prefix, fmt), body, content_type=results.media_type(fmt, body))
     with ctx.db.session() as session:
         recorded = session.execute(update(Job).where(Job.id == job_id, Job.erased_at.is_(None))
                                    .values(result_key=prefix)).rowcount
