@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PIL import Image, ImageOps
+import numpy as np
+from PIL import Image
 
 from common.documents.text_layer import TextLayer
+from common.formats.structure import estimated
 from worker.engines.base import PageText
 
-# White around a region: a detector misses a line that touches the image's edge.
+# A margin around a region, its own edge pixels repeated: a detector misses a line that touches the image's edge,
+# and a white margin draws an edge of its own around a tinted picture, read back as "_" or "|".
 PAD = 16
 # A region shorter than this is read at twice its size: the recogniser wants lines of 30 px or more.
 UPSCALE_BELOW = 160
@@ -37,34 +40,50 @@ def regions(page: Image.Image, layer: TextLayer) -> list[Region]:
         scale = 2 if min(crop.size) < UPSCALE_BELOW else 1
         if scale > 1:
             crop = crop.resize((crop.width * scale, crop.height * scale), Image.LANCZOS)
-        out.append(Region((x0, y0, x1, y1), ImageOps.expand(crop, border=PAD, fill="white"), scale))
+        padded = np.pad(np.asarray(crop.convert("RGB")), ((PAD, PAD), (PAD, PAD), (0, 0)), mode="edge")
+        out.append(Region((x0, y0, x1, y1), Image.fromarray(padded), scale))
     return out
 
 
 def lines(region: Region, result: PageText, text_lines: list[dict]) -> list[dict]:
-    """The engine's lines for one region, {"text", "box"[, "words"]} in the page's pixels; lines that lie on the
-    text layer's own lines are left out (the layer's text wins)."""
+    """The engine's lines for one region, {"text", "box"[, "words"], "confidence"} in the page's pixels; lines that
+    lie on the text layer's own lines are left out (the layer's text wins), as are lines of no letter or digit (a
+    frame or a drawing's strokes read as "_" or "|")."""
+    if not result.blocks or estimated(result.blocks):
+        return [line for line in _spread(region, result) if not _covered(line["box"], text_lines)]
     found = []
-    for block in result.blocks or []:
+    for block in result.blocks:
         for line in block.get("lines", []):
-            if not (line.get("text") or "").strip():
+            if not _wordy(line.get("text")):
                 continue
             box = _to_page(region, line["box"], result.rotation or 0)
-            if _covered(box, text_lines):
+            if box[2] <= box[0] or box[3] <= box[1] or _covered(box, text_lines):
                 continue
-            mapped = {"text": line["text"].strip(), "box": box, "confidence": line.get("confidence", 1.0)}
+            mapped = {"text": line["text"].strip(), "box": box, "confidence": _score(line)}
             if line.get("words"):
                 mapped["words"] = [w | {"box": _to_page(region, w["box"], result.rotation or 0)}
                                    for w in line["words"]]
             found.append(mapped)
-    if not found and not result.blocks and result.text.strip():
-        # An engine read without a layout: its lines spread down the region, in its order.
-        texts = [t.strip() for t in result.text.splitlines() if t.strip()]
-        x0, y0, x1, y1 = region.box
-        step = (y1 - y0) / max(len(texts), 1)
-        found = [{"text": t, "box": [x0, int(y0 + i * step), x1, int(y0 + (i + 1) * step)], "confidence": 1.0}
-                 for i, t in enumerate(texts)]
     return found
+
+
+def _spread(region: Region, result: PageText) -> list[dict]:
+    """An engine read without measured boxes: its lines spread down the region, in its order."""
+    texts = [line["text"].strip() for block in result.blocks or [] for line in block.get("lines", [])] \
+        or result.text.splitlines()
+    texts = [t.strip() for t in texts if _wordy(t)]
+    x0, y0, x1, y1 = region.box
+    step = (y1 - y0) / max(len(texts), 1)
+    return [{"text": t, "box": [x0, int(y0 + i * step), x1, max(int(y0 + (i + 1) * step), int(y0 + i * step) + 1)],
+             "confidence": 1.0} for i, t in enumerate(texts)]
+
+
+def _wordy(text: str | None) -> bool:
+    return any(ch.isalnum() for ch in text or "")
+
+
+def _score(line: dict) -> float:
+    return line["confidence"] if line.get("confidence") is not None else 1.0
 
 
 def _to_page(region: Region, box, rotation: int) -> list[int]:
