@@ -42,7 +42,7 @@ class WorkerMetrics:
             "ocrq_pages_processed", "Pages a worker finished (succeeded, failed) or put back for a retry.",
             ["outcome"], registry=self.registry)
         self.sources = Counter(
-            "ocrq_pages_by_source", "Pages read, by where their text came from (text_layer, ocr).",
+            "ocrq_pages_by_source", "Pages read, by where their text came from (text_layer, ocr, mixed).",
             ["source"], registry=self.registry)
         self.engine_errors = Counter(
             "ocrq_engine_errors", "Pages the engine could not read, by kind (overloaded, oom, timeout, ...).",

@@ -6,7 +6,9 @@ A page's text is trusted only when it is real text that covers what the page sho
 - it is drawn, not invisible (render mode 3 is another program's OCR layer: the page is OCR'd afresh);
 - it is not white on white, and lies on the page, not clipped away;
 - the page is not a scan with a few text objects (a stamped page number): pictures covering much of the page
-  with little text on them send the page to OCR, as do pictures beside the text that may hold text of their own.
+  with little text on them send the page to OCR.
+A trusted page's pictures of useful size are listed (`TextLayer.pictures`): their regions are OCR'd and merged
+with the text (worker.engines.pictures), the page's source then `mixed`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class TrustRules:
     max_unmapped_share: float = 0.01
     # Characters drawn invisibly (render mode 3) beyond this share: an OCR layer someone else made.
     max_invisible_share: float = 0.05
-    # Characters near-white (every channel at least this) beyond max_white_share: hidden text on white.
+    # Characters near-white (every channel at least this) beyond max_white_share: hidden text on white. White on
+    # a dark fill or a picture (a table's header row, a slide's banner) is seen, and not counted.
     white_level: int = 235
     max_white_share: float = 0.05
     # Characters outside the page's box beyond this share: text clipped away from what is shown.
@@ -43,6 +46,9 @@ class TrustRules:
     text_over_pictures: float = 0.5
     # A page with fewer characters than this is read by OCR: nothing worth trusting (an empty or picture page).
     min_chars: int = 1
+    # A picture smaller than this on either side, in rendered pixels, is a rule, an icon or a bullet: a line of
+    # text needs about 16 px at 200 DPI, so nothing smaller is OCR'd.
+    min_picture_side: int = 24
 
 
 TRUST = TrustRules()
@@ -73,6 +79,8 @@ class TextLayer:
     trusted: bool = False
     reason: str = ""  # why the page is OCR'd, or "trusted"
     counts: dict = field(default_factory=dict)
+    # Pictures of useful size, x0, y0, x1, y1 in the rendered page's pixels, overlapping ones joined.
+    pictures: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 def read_text_layer(path: Path, index: int, *, limits: Limits, rules: TrustRules = TRUST) -> TextLayer:
@@ -135,6 +143,7 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
         text = textpage.get_text_range(0, count) if count > 0 else ""
         # Render mode, colour and font are a text object's: looked up once for each object, not for each glyph.
         styles: dict[int, tuple[bool, bool, bool, bool, float]] = {}
+        grounds: list[tuple[float, float, float, float]] | None = None  # read for the first pale character
         for i, char in enumerate(text[:count]):
             # pdfium generates only spaces and line breaks, so only those are asked about.
             if char.isspace():
@@ -155,8 +164,11 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
                                        pdfium_c.FPDFText_GetFontSize(raw, i) * scale)
             hidden, pale, bold, mono, size = style
             invisible += hidden
-            white += pale
             pdfium_c.FPDFText_GetCharBox(raw, i, left, right, bottom, top)
+            if pale:
+                grounds = _dark_grounds(page, rules.white_level) if grounds is None else grounds
+                x, y = (left.value + right.value) / 2, (bottom.value + top.value) / 2
+                white += not any(g[0] <= x <= g[2] and g[1] <= y <= g[3] for g in grounds)
             if right.value < 0 or left.value > width_pt or top.value < 0 or bottom.value > height_pt:
                 outside += 1
                 continue
@@ -166,7 +178,8 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
     finally:
         textpage.close()
     drawn = sum(1 for c in layer.chars if not c.generated)
-    pictures = _picture_area(page, width_pt, height_pt)
+    bounds = _picture_bounds(page)
+    pictures = _picture_area(bounds, width_pt, height_pt)
     text_area = sum((c.box[2] - c.box[0]) * (c.box[3] - c.box[1]) for c in layer.chars if not c.generated)
     page_area = float(width * height)
     layer.counts = {"chars": drawn, "unmapped": unmapped, "invisible": invisible, "white": white, "outside": outside,
@@ -183,15 +196,61 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
     ]
     layer.reason = next((why for failed, why in checks if failed), "trusted")
     layer.trusted = layer.reason == "trusted"
+    if layer.trusted:
+        layer.pictures = _picture_boxes(bounds, width_pt, height_pt, scale, rules.min_picture_side)
+        layer.counts["pictures"] = len(layer.pictures)
     return layer
 
 
-def _picture_area(page: pdfium.PdfPage, width_pt: float, height_pt: float) -> float:
+def _dark_grounds(page: pdfium.PdfPage, white_level: int) -> list[tuple[float, float, float, float]]:
+    """Bounds (points, y up) of what pale text can be seen on: pictures, and paths filled in a colour that is
+    not near-white."""
+    grounds = []
+    red, green, blue, alpha = (ctypes.c_uint() for _ in range(4))
+    fill, stroke = ctypes.c_int(), ctypes.c_int()
+    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_PATH], max_depth=3):
+        if obj.type == pdfium_c.FPDF_PAGEOBJ_PATH and not (
+                pdfium_c.FPDFPath_GetDrawMode(obj.raw, fill, stroke) and fill.value
+                and pdfium_c.FPDFPageObj_GetFillColor(obj.raw, red, green, blue, alpha) and alpha.value > 0
+                and min(red.value, green.value, blue.value) < white_level):
+            continue
+        grounds.append(tuple(obj.get_bounds()))
+    return grounds
+
+
+def _picture_bounds(page: pdfium.PdfPage) -> list[tuple[float, float, float, float]]:
+    """The page's image objects' bounds in points (y up), inside forms too."""
+    return [tuple(obj.get_bounds()) for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=3)]
+
+
+def _picture_boxes(bounds, width_pt: float, height_pt: float, scale: float, min_side: int
+                   ) -> list[tuple[int, int, int, int]]:
+    """Pictures as boxes in the rendered page's pixels (y down), clipped to the page, overlapping ones joined (a
+    picture cut in tiles is read once), those under min_side on either side left out."""
+    boxes = [[max(x0, 0) * scale, max(height_pt - y1, 0) * scale, min(x1, width_pt) * scale,
+              min(height_pt - y0, height_pt) * scale] for x0, y0, x1, y1 in bounds]
+    boxes = [b for b in boxes if b[2] > b[0] and b[3] > b[1]]
+    joined = True
+    while joined:
+        joined = False
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]:
+                    a[:] = [min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])]
+                    boxes.remove(b)
+                    joined = True
+                    break
+            if joined:
+                break
+    return sorted((int(b[0]), int(b[1]), int(b[2] + 0.999), int(b[3] + 0.999)) for b in boxes
+                  if b[2] - b[0] >= min_side and b[3] - b[1] >= min_side)
+
+
+def _picture_area(bounds, width_pt: float, height_pt: float) -> float:
     """The share of the page that its pictures cover (their boxes' union, by a coarse grid)."""
     grid = 50
     covered = [[False] * grid for _ in range(grid)]
-    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=3):
-        x0, y0, x1, y1 = obj.get_bounds()
+    for x0, y0, x1, y1 in bounds:
         for gx in range(max(int(x0 / width_pt * grid), 0), min(int(x1 / width_pt * grid + 0.999), grid)):
             for gy in range(max(int(y0 / height_pt * grid), 0), min(int(y1 / height_pt * grid + 0.999), grid)):
                 covered[gx][gy] = True

@@ -71,7 +71,8 @@ class Page(Base):
     width: Mapped[int | None] = mapped_column(Integer)
     height: Mapped[int | None] = mapped_column(Integer)
     engine: Mapped[str | None] = mapped_column(String(32))
-    # Where the page's text came from: "text_layer" (the PDF's own text) or "ocr".
+    # Where the page's text came from: "text_layer" (the PDF's own text), "ocr", or "mixed" (its own text and
+    # its pictures' text read by OCR).
     source: Mapped[str | None] = mapped_column(String(16))
     # The engine server that read the page (vLLM engines only).
     engine_url: Mapped[str | None] = mapped_column(String(512))

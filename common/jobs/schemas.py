@@ -19,7 +19,7 @@ JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
 # auto: a PDF page is read from its own text where that can be trusted, else OCR'd; always: every page OCR'd;
 # never: text layers only, a page without a trusted one fails (docs/api/jobs.md: Born-digital PDFs).
 OcrMode = Literal["auto", "always", "never"]
-PageSource = Literal["text_layer", "ocr"]
+PageSource = Literal["text_layer", "ocr", "mixed"]
 
 
 class JobOptions(BaseModel):
@@ -103,7 +103,8 @@ class PageText(BaseModel):
     status: Literal["succeeded", "failed"]
     text: str | None
     error: str | None
-    source: PageSource | None = Field(default=None, description="text_layer: the PDF's own text; ocr: read by OCR")
+    source: PageSource | None = Field(default=None, description="text_layer: the PDF's own text; ocr: read by OCR; "
+                                                                 "mixed: its own text and its pictures' OCR'd")
     width: int | None = None
     height: int | None = None
     rotation: int | None = None

@@ -36,6 +36,14 @@ def text_page(
     return page
 
 
+def lettered(words: str, *, font_size: int = 64, background: str = "#e1ebfa") -> Image.Image:
+    """A picture holding a few big words, as a logo, a banner or a chart's title is: one line on a tint."""
+    face = ImageFont.truetype(FONT_LATIN.replace("DejaVuSans", "DejaVuSans-Bold"), font_size)
+    picture = Image.new("RGB", (int(face.getlength(words)) + font_size, font_size * 5 // 2), background)
+    ImageDraw.Draw(picture).text((font_size // 2, font_size * 5 // 8), words, font=face, fill="black")
+    return picture
+
+
 def _wrap(text: str, face: ImageFont.FreeTypeFont, draw: ImageDraw.ImageDraw, width: int) -> list[str]:
     lines: list[str] = []
     for paragraph in text.split("\n"):

@@ -10,10 +10,14 @@ import zipfile
 from pathlib import Path
 
 import docx
+import docx.shared
 import openpyxl
+import openpyxl.drawing.image
 import pptx
+import pptx.util
 import pytest
 
+from tests.documents import hostile
 from tests.support.stack import wait_for_job
 
 pytestmark = pytest.mark.timeout(300)
@@ -72,6 +76,69 @@ def test_docx_xlsx_and_pptx_read_their_text_with_the_table_in_order(client, tmp_
         assert positions == sorted(positions), (path.name, text)  # cells in reading order
         pages = client.get(f"/jobs/{job['id']}/result", params={"format": "json"}).json()["pages"]
         assert {p["source"] for p in pages} == {"text_layer"}
+
+
+def _lettered(path: Path, words: str) -> Path:
+    hostile.lettered(words).save(path)
+    return path
+
+
+def _docx_with_picture(path: Path, picture: Path) -> Path:
+    document = docx.Document()
+    document.add_heading("Harbour dues for the winter season", level=1)
+    document.add_paragraph("Every vessel pays its dues before it leaves the quay.")
+    table = document.add_table(rows=3, cols=2)
+    for r, (name, amount) in enumerate([("Vessel", "Dues"), ("Schooner", "120"), ("Trawler", "340")]):
+        table.cell(r, 0).text, table.cell(r, 1).text = name, amount
+    document.add_picture(str(picture), width=docx.shared.Cm(8))
+    document.add_paragraph("Signed by the harbour master.")
+    document.save(path)
+    return path
+
+
+def _xlsx_with_picture(path: Path, picture: Path) -> Path:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    for row in [("Cargo", "Tonnes"), ("Granite", 420), ("Timber", 95)]:
+        sheet.append(row)
+    image = openpyxl.drawing.image.Image(str(picture))
+    image.width, image.height = 300, 300 * image.height // image.width
+    sheet.add_image(image, "A6")
+    book.save(path)
+    return path
+
+
+def _pptx_with_picture(path: Path, picture: Path) -> Path:
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Tide tables"
+    # python-pptx's default table style: a header row in white on a dark fill.
+    table = slide.shapes.add_table(3, 2, pptx.util.Cm(2), pptx.util.Cm(5), pptx.util.Cm(10), pptx.util.Cm(3)).table
+    for r, (port, water) in enumerate([("Port", "High water"), ("Brest", "06:10"), ("Cherbourg", "07:45")]):
+        table.cell(r, 0).text, table.cell(r, 1).text = port, water
+    slide.shapes.add_picture(str(picture), pptx.util.Cm(14), pptx.util.Cm(5), width=pptx.util.Cm(9))
+    deck.save(path)
+    return path
+
+
+def test_docx_xlsx_and_pptx_with_text_a_table_and_a_lettered_picture_read_all_of_it(client, tmp_path):
+    picture = _lettered(tmp_path / "sign.png", "LIGHTHOUSE KEEPER")
+    cases = [(_docx_with_picture(tmp_path / "dues.docx", picture),
+              ["Harbour dues for the winter season", "Every vessel pays its dues", "Vessel", "Dues", "Schooner",
+               "120", "Trawler", "340", "LIGHTHOUSE KEEPER", "Signed by the harbour master."]),
+             (_xlsx_with_picture(tmp_path / "cargo.xlsx", picture),
+              ["Cargo", "Tonnes", "Granite", "420", "Timber", "95", "LIGHTHOUSE KEEPER"]),
+             (_pptx_with_picture(tmp_path / "tides.pptx", picture),
+              ["Tide tables", "Port", "High water", "Brest", "06:10", "Cherbourg", "07:45", "LIGHTHOUSE KEEPER"])]
+    for path, expected in cases:
+        job = _submit(client, path)
+        assert job["status"] == "succeeded", job
+        text = _text(client, job)
+        positions = [text.find(piece) for piece in expected]
+        assert -1 not in positions, (path.name, text)
+        assert positions == sorted(positions), (path.name, text)  # cells in reading order, the picture in its place
+        pages = client.get(f"/jobs/{job['id']}/result", params={"format": "json"}).json()["pages"]
+        assert [p["source"] for p in pages] == ["mixed"], path.name
 
 
 class _Listener:

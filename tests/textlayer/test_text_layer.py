@@ -178,6 +178,19 @@ def test_each_untrusted_layer_sends_the_page_to_ocr(tmp_path, draw, reason):
     assert not layer.trusted and layer.reason == reason, layer.counts
 
 
+def test_white_text_on_a_dark_fill_is_seen_and_trusted(tmp_path):
+    def banner(c):
+        c.setFont("Helvetica", 14)
+        c.drawString(72, 760, "Visible words of the notice")
+        c.setFillColorRGB(0.1, 0.2, 0.5)
+        c.rect(60, 690, 300, 40, fill=1, stroke=0)
+        c.setFillColorRGB(1, 1, 1)
+        c.drawString(72, 705, "A table's header row in white on blue")
+
+    layer = read_text_layer(_page_with(tmp_path / "p.pdf", banner), 0, limits=Limits())
+    assert layer.trusted and layer.counts["white"] == 0, layer.counts
+
+
 def test_a_scan_with_a_stamped_page_number_is_not_trusted(tmp_path):
     layer = read_text_layer(_scan_with_stamp(tmp_path / "scan.pdf"), 0, limits=Limits())
     assert layer.counts["chars"] == 2 and layer.counts["picture_share"] > 0.9

@@ -7,7 +7,7 @@ user message. GET /ocrq/weights answers as the ocrq vLLM plugin does, for an eng
 weights (it shares nothing). With --admin (or admin=True), POST /admin/faults {"mode": "503"|"429"|
 "oom"|"dead"|"length"|"delay", "count": N, "delay_s": S} makes the next N chat requests fail that way
 (-1: until cleared), and GET /admin/requests lists the chat requests seen (their parameters without the messages, and the answer's
-content and logprobs), to check batch-1 degradation, what the client sent and what it was told.
+content and logprobs, the image's size), to check batch-1 degradation, what the client sent and what it was told.
 OCRQ_CPU_ENGINE_FAULTS="503:2" sets a fault at start.
 """
 
@@ -290,6 +290,7 @@ def create_app(
             image = decode_data_url(url)
         except ValueError as exc:
             return _error(400, str(exc), "BadRequestError")
+        entry["image_size"] = [image.width, image.height]
         prompt_tokens = math.ceil(image.width / 28) * math.ceil(image.height / 28)
         if mode == "length":
             runaway = " ".join(["|"] * max_tokens)

@@ -15,7 +15,7 @@ from common.documents import DocumentRejected, PageRangeError, RenderedPage, ins
 from common.documents import office
 from common.documents.kinds import sniff_file
 from common.documents.office import OFFICE_KINDS, reads_as_pdf
-from common.documents.text_layer import read_text_layer, read_text_layers
+from common.documents.text_layer import TextLayer, read_text_layer, read_text_layers
 from common.events import service as events
 from common.formats.structure import estimated, page_confidence
 from common.jobs import states as job_states
@@ -30,7 +30,7 @@ from common.sql import insert_ignoring_conflicts
 from common.storage import ObjectMissing
 from common.tenancy.s3_grants import NotGranted
 from worker.context import WorkerContext
-from worker.engines import text_layer
+from worker.engines import pictures, text_layer
 from worker.engines.base import EngineError, PageText
 from worker.jobs import routing, tenant_cap
 from worker.jobs.ending import close_in, fail_job, finish_closing
@@ -181,6 +181,7 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str], deliveries: dict[s
     max_attempts = ctx.settings.page_retries + 1
     outcomes: dict[str, job_states.PageOutcome] = {}
     ready: list[tuple[Claimed, RenderedPage]] = []
+    mixed: list[tuple[Claimed, RenderedPage, TextLayer, list[pictures.Region]]] = []
     for c in claimed:
         bind_job(job_id=c.job.id, page=c.page.index + 1, page_id=c.page.id)
         tracing.annotate(job=c.job.id, page=c.page.index + 1, tenant=c.job.tenant_id, lane=c.job.priority,
@@ -191,11 +192,18 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str], deliveries: dict[s
                 error=f"gave up after {max_attempts} attempts: the worker died or ran out of time on this page")
             continue
         try:
-            if (own := _own_text(ctx, c)) is not None:
+            own = _own_text(ctx, c)
+            if isinstance(own, job_states.PageOutcome):
                 outcomes[c.page.id] = own
                 continue
             with tracing.span("render", job=c.job.id, page=c.page.index + 1):
-                ready.append((c, render_page(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)))
+                rendered = render_page(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)
+            if own is None:
+                ready.append((c, rendered))
+            elif regions := pictures.regions(rendered.image, own):
+                mixed.append((c, rendered, own, regions))
+            else:
+                outcomes[c.page.id] = _text_outcome(own)
         except outages.OUTAGE_TYPES as exc:
             if outages.outage_of(exc) and _within_outage_grace(ctx, c.job):
                 _retry_later(ctx, c, refund=True)
@@ -207,12 +215,27 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str], deliveries: dict[s
             log.warning("page %d not rendered: %r", c.page.index + 1, exc)
             outcomes[c.page.id] = job_states.PageOutcome(
                 error=f"page {c.page.index + 1} could not be rendered: {public_reason(exc)}")
-    if ready:
+    if ready or mixed:
+        # Whole pages and the pictures of pages read from their text, in one call (one batch on the GPU).
+        images = [rendered.image for _, rendered in ready] + [r.image for *_, regions in mixed for r in regions]
         started = time.perf_counter()
-        with tracing.span("engine.read", engine=ctx.engine.name, pages=len(ready)):
-            results = ctx.engine.read([rendered.image for _, rendered in ready])
+        with tracing.span("engine.read", engine=ctx.engine.name, pages=len(ready), pictures=len(images) - len(ready)):
+            results = ctx.engine.read(images)
             tracing.annotate(engine_url=_engine_urls(results))
         elapsed = time.perf_counter() - started
+        results, picture_results = results[:len(ready)], results[len(ready):]
+        for c, rendered, layer, regions in mixed:
+            read, picture_results = picture_results[:len(regions)], picture_results[len(regions):]
+            failed = next((r for r in read if isinstance(r, EngineError)), None)
+            ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=failed or read[0])
+            if _engine_down(ctx, failed, c):
+                _retry_later(ctx, c, refund=True)
+            elif failed is not None and failed.retryable and c.attempts < max_attempts:
+                _retry_later(ctx, c)
+            elif failed is not None:
+                outcomes[c.page.id] = _outcome(failed, rendered)
+            else:
+                outcomes[c.page.id] = _mixed_outcome(layer, regions, read)
         for (c, rendered), result in zip(ready, results, strict=True):
             ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=result)
             if _engine_down(ctx, result, c):
@@ -224,27 +247,55 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str], deliveries: dict[s
     _write_outcomes(ctx, [(c.page, outcomes[c.page.id]) for c in claimed if c.page.id in outcomes])
 
 
-def _own_text(ctx: WorkerContext, c: Claimed) -> job_states.PageOutcome | None:
-    """A PDF page read from its own text where the job allows it and the text can be trusted; None: OCR it."""
+def _own_text(ctx: WorkerContext, c: Claimed) -> job_states.PageOutcome | TextLayer | None:
+    """A PDF page read from its own text where the job allows it and the text can be trusted; its text layer
+    when its pictures are to be OCR'd (a `mixed` page); None: OCR it."""
     if c.job.ocr == "always" or not reads_as_pdf(c.job.doc_kind):
         return None
     with tracing.span("text_layer", job=c.job.id, page=c.page.index + 1):
         layer = read_text_layer(ctx.sources.path(c.job), c.page.index, limits=ctx.limits)
+    if layer.trusted and layer.pictures and c.job.ocr == "auto":
+        return layer
     return _layer_outcome(c.job, c.page.index, layer)
 
 
-def _layer_outcome(job: Job, index: int, layer) -> job_states.PageOutcome | None:
-    """The page's outcome from its text layer: read, or failed for ocr=never; None: OCR it."""
+def _layer_outcome(job: Job, index: int, layer: TextLayer) -> job_states.PageOutcome | None:
+    """The page's outcome from its text layer: read, or failed for ocr=never; None: OCR it, or (in auto) read
+    its pictures with the engine in its page task."""
     if not layer.trusted:
         log.info("page OCR'd: %s", layer.reason, extra=layer.counts)
         if job.ocr == "never":
             return job_states.PageOutcome(error=f"page {index + 1} has no text layer to read (ocr=never): "
                                                 f"{layer.reason}", width=layer.width, height=layer.height)
         return None
+    if layer.pictures and job.ocr == "auto":
+        return None
+    return _text_outcome(layer)
+
+
+def _text_outcome(layer: TextLayer) -> job_states.PageOutcome:
     read = text_layer.read(layer)
     return job_states.PageOutcome(text=read.text, engine=read.engine, model=read.model, seconds=read.seconds,
                                   rotation=0, blocks=read.blocks, confidence=read.confidence, width=layer.width,
                                   height=layer.height, source="text_layer")
+
+
+def _mixed_outcome(layer: TextLayer, regions: list[pictures.Region],
+                   results: list[PageText]) -> job_states.PageOutcome:
+    """The page's text layer with the lines the engine read in its pictures, in one reading order: `mixed`, or
+    `text_layer` when its pictures hold no text."""
+    own = text_layer.text_lines(layer)
+    found = [line for region, result in zip(regions, results, strict=True)
+             for line in pictures.lines(region, result, own)]
+    if not found:
+        return _text_outcome(layer)
+    read = text_layer.read(layer, found)
+    engine = results[0]
+    return job_states.PageOutcome(text=read.text, engine=f"{read.engine}+{engine.engine}"[:32],
+                                  engine_url=engine.details.get("url"), model=f"{read.model}+{engine.model}"[:256],
+                                  seconds=read.seconds + sum(r.seconds for r in results), rotation=0,
+                                  blocks=read.blocks, confidence=page_confidence(read.blocks), width=layer.width,
+                                  height=layer.height, source="mixed")
 
 
 def time_out_pages(ctx: WorkerContext, *, page_ids: list[str]) -> None:
