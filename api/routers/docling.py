@@ -25,6 +25,7 @@ from common.docling.schemas import (
 from common.errors import NotFound, Rejected
 from common.jobs import service as jobs
 from common.jobs.service import Source
+from common.jobs.states import JOB_TERMINAL
 from common.services import Services
 
 router = APIRouter(prefix="/v1", tags=["docling-serve"])
@@ -67,9 +68,7 @@ async def _file_request(request: Request, svc: Services) -> tuple[Source, doclin
         fields = [(k, v) for k, v in form.multi_items() if k not in FORM_FIELDS and isinstance(v, str)]
         target = form.get("target_type")
         docling.check_target("inbody" if target is None else str(target))
-        if form.getlist("callbacks"):
-            raise Rejected(422, "option callbacks: ocrq cannot honour it; use POST /jobs with webhook_url",
-                           code="option_not_supported")
+        docling.refuse_callbacks(form.getlist("callbacks"))
         options = docling_options.from_form(fields)
         return uploads.save_upload(upload, max_bytes=svc.settings.max_upload_bytes), options
     finally:
@@ -92,7 +91,7 @@ async def _submit(svc: Services, tenant: str, source: Source, options, *, priori
 
 async def _answer(svc: Services, tenant: str, job_id: str) -> ConvertDocumentResponse:
     job = await jobs.wait_for_end(svc, tenant_id=tenant, job_id=job_id, timeout_s=svc.settings.sync_wait_s)
-    if job.status not in ("succeeded", "failed", "canceled"):
+    if job.status not in JOB_TERMINAL:
         raise Rejected(504, f"the conversion is taking longer than {svc.settings.sync_wait_s:g} s; it goes on as "
                             f"task {job.id}: poll /v1/status/poll/{job.id}", code="timeout")
     return await run_in_threadpool(docling.result_of, svc, job=job)
@@ -175,7 +174,7 @@ async def status_ws(websocket: WebSocket, task_id: str, api_key: str = "") -> No
         while True:
             frame = WebsocketMessage(message="update", task=docling.task_status(job))
             await websocket.send_text(frame.model_dump_json())
-            if job.status in ("succeeded", "failed", "canceled"):
+            if job.status in JOB_TERMINAL:
                 await websocket.close()
                 return
             await websocket.receive_text()  # each message asks for the next update

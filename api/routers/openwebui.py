@@ -9,6 +9,7 @@ from api import uploads
 from api.deps import ServicesDep, TenantDep
 from common.errors import Rejected
 from common.jobs import service as jobs
+from common.jobs.states import JOB_TERMINAL
 from common.openwebui import service as openwebui
 
 router = APIRouter(tags=["open-webui"])
@@ -30,7 +31,7 @@ async def process(request: Request, svc: ServicesDep, tenant: TenantDep) -> list
     finally:
         source.path.unlink(missing_ok=True)
     job = await jobs.wait_for_end(svc, tenant_id=tenant, job_id=job.id, timeout_s=svc.settings.sync_wait_s)
-    if job.status not in ("succeeded", "failed", "canceled"):
+    if job.status not in JOB_TERMINAL:
         raise Rejected(504, f"the document is taking longer than {svc.settings.sync_wait_s:g} s; it goes on as job "
                             f"{job.id}", code="timeout")
     return await run_in_threadpool(openwebui.documents, svc, job=job)

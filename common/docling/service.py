@@ -28,6 +28,7 @@ from common.jobs import service as jobs
 from common.jobs.models import Job
 from common.jobs.schemas import JobOptions
 from common.jobs.service import Source
+from common.jobs.states import JOB_TERMINAL
 from common.netguard import UrlRefused, check_url
 from common.queue.names import Priority
 from common.services import Services
@@ -53,15 +54,20 @@ def check_target(kind: str) -> None:
         raise Rejected(422, f"target {kind} is not offered; ocrq answers inbody only", code="option_not_supported")
 
 
+def refuse_callbacks(callbacks: list) -> None:
+    """docling's callbacks are not offered: ocrq's webhooks (POST /jobs, webhook_url) are signed and retried."""
+    if callbacks:
+        raise Rejected(422, "option callbacks: ocrq cannot honour it; use POST /jobs with webhook_url",
+                       code="option_not_supported")
+
+
 def one_source(svc: Services, request: ConvertSourcesRequest) -> Source:
     """The request's one source: a base64 file, or an http(s) URL that the SSRF guard lets through (checked here,
     and again by the worker on every connection and redirect it fetches)."""
     if len(request.sources) != 1:
         raise Rejected(422, "sources: ocrq converts one document a request; send each on its own",
                        code="too_many_sources")
-    if request.callbacks:
-        raise Rejected(422, "option callbacks: ocrq cannot honour it; use POST /jobs with webhook_url",
-                       code="option_not_supported")
+    refuse_callbacks(request.callbacks)
     check_target(request.target.kind)
     source = request.sources[0]
     if isinstance(source, FileSourceRequest):
@@ -101,7 +107,7 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: ConvertOpt
 
 def task_status(job: Job) -> TaskStatusResponse:
     """The job as docling's task status."""
-    ended = job.status in ("succeeded", "failed", "canceled")
+    ended = job.status in JOB_TERMINAL
     status = _conversion_status(job)
     meta = TaskProcessingMeta(num_docs=1, num_processed=int(ended), num_succeeded=int(status == "success"),
                               num_partially_succeeded=int(status == "partial_success"),
@@ -132,7 +138,7 @@ def result_of(svc: Services, *, job: Job) -> ConvertDocumentResponse:
 
 def result(session: Session, *, job: Job) -> ConvertDocumentResponse:
     """The ended job's result in docling's shape, in the formats its request asked for."""
-    if job.status not in ("succeeded", "failed", "canceled") or job.erased_at or job.expired_at:
+    if job.status not in JOB_TERMINAL or job.erased_at or job.expired_at:
         raise Rejected(404, RESULT_NOT_READY if not (job.erased_at or job.expired_at)
                        else "Task result not found: it was erased or has expired.", code="result_not_found")
     asked = (job.meta or {}).get(META_KEY) or {}
