@@ -299,7 +299,7 @@ class Job:
     def result(self, format: None = None) -> str | bytes | dict[str, Any]: ...
 
     def result(self, format: ResultFormat | None = None) -> str | bytes | dict[str, Any]:
-        """The result in `format` (default: the job's `output`): text, the json document, or pdf/page bytes.
+        """The result in `format` (default: the job's `output`): text, the json document, or pdf/page/csv/xlsx bytes.
         OcrqError 409 `not_finished` until the job has succeeded."""
         call = _Call("GET", f"/jobs/{self.id}/result", params={"format": format} if format else None,
                      follow_redirects=True)
