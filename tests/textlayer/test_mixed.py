@@ -79,7 +79,7 @@ def test_a_pictures_text_joins_the_page_and_only_the_picture_reaches_the_gpu_eng
     assert job["status"] == "succeeded", job
     (request,) = server.requests()  # the picture, not the page
     page = client.get(f"/jobs/{job['id']}/result", params={"format": "json"}).json()["pages"][0]
-    width, height = request["image_size"]  # the region, read at twice its size as it is small
+    width, height = request["image_size"]  # the region with its margin
     assert width * height < 0.2 * page["width"] * page["height"]
     assert page["source"] == "mixed"
     text = page["text"]
