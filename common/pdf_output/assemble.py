@@ -52,7 +52,7 @@ def _assemble(source: Path, layers: list[PageLayer], drawn: list[int], text: byt
             out.pages.append(base.pages[layer.index if kind == "pdf" else n])
         text_pdf = pikepdf.open(io.BytesIO(text)) if text else None
         for k, n in enumerate(drawn):
-            if layers[n].index not in vector:
+            if layers[n].index not in vector or layers[n].beside_own_text:
                 _graft(out, out.pages[n], text_pdf.pages[k], layers[n])
         _describe(out, layers, title=title)
         buffer = io.BytesIO()

@@ -16,11 +16,15 @@ from .text_layer import Line, PageLayer
 
 
 def layer_of(page: Page) -> PageLayer:
-    """The page's lines: the engine's own blocks, the detector's boxes (vLLM), or a page-level block."""
+    """The page's lines: the engine's own blocks, the detector's boxes (vLLM), or a page-level block; for a page
+    read from its text with its pictures OCR'd, the pictures' lines alone (its own text is in the page already)."""
     size = {"index": page.index, "width": page.width, "height": page.height}
     if page.status != "succeeded":
         return PageLayer(**size, error=page.error or f"page {page.index + 1} was not read")
     read = results.page_json(page)
+    if page.source == "mixed":
+        lines = [line for block in read.get("blocks") or [] for line in block["lines"] if line.get("picture")]
+        return PageLayer(**size, lines=_lines(lines), beside_own_text=True)
     if blocks_placed(read.get("blocks"), page.text_layer):
         lines = [line for block in read["blocks"] for line in block["lines"]]
         return PageLayer(**size, rotation=read.get("rotation") or 0, lines=_lines(lines))

@@ -33,6 +33,8 @@ class PageLayer:
     rotation: int = 0  # degrees counter-clockwise the image was turned to read it upright
     lines: list[Line] = field(default_factory=list)
     error: str | None = None
+    # Lines drawn even on a page with text of its own: a `mixed` page's pictures' lines, which its text lacks.
+    beside_own_text: bool = False
 
     @property
     def upright_size(self) -> tuple[int, int]:

@@ -4,8 +4,12 @@ web page's linked picture never fetched."""
 from __future__ import annotations
 
 import io
+import re
+import shutil
 import socket
+import subprocess
 import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -13,10 +17,12 @@ import docx
 import docx.shared
 import openpyxl
 import openpyxl.drawing.image
+import openpyxl.worksheet.pagebreak
 import pptx
 import pptx.util
 import pytest
 
+from common.documents import office
 from tests.documents import hostile
 from tests.support.stack import wait_for_job
 
@@ -226,3 +232,88 @@ def test_hostile_office_files_are_refused_with_a_reason(client, tmp_path):
         assert code in response.text, (name, response.text)
         assert "/tmp" not in response.text and "Traceback" not in response.text
     assert client.get("/healthz").status_code == 200
+
+
+def _soffice_convert(path: Path, to: str, workdir: Path) -> Path:
+    """The file as LibreOffice itself writes it in format `to` (its own private profile)."""
+    subprocess.run([shutil.which("soffice"), "--headless", "--norestore", f"-env:UserInstallation="
+                    f"{(workdir / 'profile').as_uri()}", "--convert-to", to, "--outdir", str(workdir), str(path)],
+                   check=True, capture_output=True, timeout=120)
+    return workdir / f"{path.stem}.{to}"
+
+
+def test_files_libreoffice_writes_itself_read_their_text(client, tmp_path):
+    made = tmp_path / "made"
+    cases = [(_soffice_convert(_docx(tmp_path / "dues.docx"), "odt", made),
+              ["Harbour dues for the winter season", "Vessel", "Dues", "Schooner", "120", "Trawler", "340"]),
+             (_soffice_convert(_xlsx(tmp_path / "cargo.xlsx"), "ods", made),
+              ["Cargo", "Tonnes", "Granite", "420", "Timber", "95"]),
+             (_soffice_convert(_pptx(tmp_path / "tides.pptx"), "odp", made),
+              ["Tide tables", "High water comes at dawn in March."])]
+    for path, expected in cases:
+        job = _submit(client, path)
+        assert job["status"] == "succeeded", (path.name, job)
+        text = _text(client, job)
+        positions = [text.find(piece) for piece in expected]
+        assert -1 not in positions and positions == sorted(positions), (path.name, text)
+
+
+def _linked_picture_docx(path: Path, picture: Path, url: str) -> Path:
+    """A DOCX whose picture is an external relationship (TargetMode="External") to url, not a part it holds."""
+    embedded = _docx_with_picture(tmp := path.with_suffix(".embedded.docx"), picture)
+    with zipfile.ZipFile(embedded) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as linked:
+        for part in source.infolist():
+            if part.filename.startswith("word/media/"):
+                continue
+            body = source.read(part)
+            if part.filename == "word/_rels/document.xml.rels":
+                body = re.sub(rb'Target="media/[^"]+"', f'Target="{url}" TargetMode="External"'.encode(), body)
+            elif part.filename == "word/document.xml":
+                body = body.replace(b"r:embed=", b"r:link=")
+            linked.writestr(part, body)
+    tmp.unlink()
+    return path
+
+
+def test_a_docx_whose_picture_links_to_a_listener_reads_and_the_listener_sees_no_connection(client, tmp_path):
+    listener = _Listener()
+    try:
+        path = _linked_picture_docx(tmp_path / "linked.docx", _lettered(tmp_path / "sign.png", "LIGHTHOUSE"),
+                                    f"http://127.0.0.1:{listener.port}/sign.png")
+        with zipfile.ZipFile(path) as package:
+            assert b'TargetMode="External"' in package.read("word/_rels/document.xml.rels")
+        job = _submit(client, path)
+        assert job["status"] == "succeeded", job
+        assert "Signed by the harbour master." in _text(client, job)
+    finally:
+        listener.close()
+    assert listener.connections == 0
+
+
+def _long_sheet(path: Path, pages: int) -> Path:
+    """A spreadsheet of one short row a page: a manual page break after every row."""
+    book = openpyxl.Workbook()
+    sheet = book.active
+    for row in range(1, pages + 1):
+        sheet.cell(row=row, column=1, value=f"Row {row}")
+        sheet.row_breaks.append(openpyxl.worksheet.pagebreak.Break(id=row))
+    book.save(path)
+    return path
+
+
+def test_a_conversion_stops_one_page_past_the_limit(tmp_path):
+    pdf = office.convert_to_pdf(_long_sheet(tmp_path / "long.xlsx", 300), "xlsx", tmp_path, timeout_s=120,
+                                max_pages=20)
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"Pages:\s+21\n", info), info
+
+
+def test_a_10000_page_spreadsheet_fails_with_a_reason_and_the_worker_lives(client, tmp_path):
+    started = time.monotonic()
+    job = _submit(client, _long_sheet(tmp_path / "long.xlsx", 10_000))
+    assert job["status"] == "failed", job
+    assert "more than 2000 pages once converted" in job["error"], job["error"]
+    assert time.monotonic() - started < 60  # the conversion stopped at page 2,001, not 10,000
+    after = _submit(client, _docx(tmp_path / "after.docx"))
+    assert after["status"] == "succeeded", after
+    assert "Harbour dues for the winter season" in _text(client, after)

@@ -5,6 +5,7 @@ adds nothing and the page stays `text_layer`."""
 from __future__ import annotations
 
 import io
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,7 @@ def test_a_pictures_text_joins_the_page_and_only_the_picture_reaches_the_gpu_eng
     assert job["status"] == "succeeded", job
     (request,) = server.requests()  # the picture, not the page
     page = client.get(f"/jobs/{job['id']}/result", params={"format": "json"}).json()["pages"][0]
-    width, height = request["image_size"]  # the region, read at twice its size as it is small
+    width, height = request["image_size"]  # the region with its margin
     assert width * height < 0.2 * page["width"] * page["height"]
     assert page["source"] == "mixed"
     text = page["text"]
@@ -90,6 +91,11 @@ def test_a_pictures_text_joins_the_page_and_only_the_picture_reaches_the_gpu_eng
     assert [line["text"] for line in lines if line.get("picture")] == ["LIGHTHOUSE KEEPER"]
     assert client.get(f"/jobs/{job['id']}/pages").json()["pages"][0]["source"] == "mixed"
     assert 'ocrq_pages_by_source_total{source="mixed"} 1.0' in stack.client(None).get("/metrics").text
+    searchable = client.get(f"/jobs/{job['id']}/result", params={"format": "pdf"})
+    (tmp_path / "searchable.pdf").write_bytes(searchable.content)
+    found = subprocess.run(["pdftotext", str(tmp_path / "searchable.pdf"), "-"], capture_output=True, text=True,
+                           check=True).stdout
+    assert found.count("LIGHTHOUSE KEEPER") == 1 and found.count(BELOW) == 1  # the picture's words added once
 
     server.reset()
     never = _submit(client, tmp_path / "p.pdf", ocr="never")  # the text layer only: no engine at all

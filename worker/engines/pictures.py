@@ -15,9 +15,10 @@ from worker.engines.base import PageText
 
 # A margin around a region, its own edge pixels repeated: a detector misses a line that touches the image's edge,
 # and a white margin draws an edge of its own around a tinted picture, read back as "_" or "|".
-PAD = 16
-# A region shorter than this is read at twice its size: the recogniser wants lines of 30 px or more.
-UPSCALE_BELOW = 160
+PAD = 32
+# A region shorter than this is read at twice its size (a line in it is at most this tall). Not more often: a
+# 132 px sign read at twice its size came back "FEES" for "FERRY TIMES", right at its own size (bench/mixed_pages.py).
+UPSCALE_BELOW = 64
 # A picture line lying this much on the text layer's lines is text drawn over the picture, already read exactly.
 OVERLAP = 0.5
 

@@ -109,7 +109,12 @@ def _split(ctx: WorkerContext, job: Job) -> bool:
         kind = sniff_file(path)
         if kind in OFFICE_KINDS:
             path = _converted(ctx, job, path, kind)
-        info = inspect(path, limits=ctx.limits)
+        try:
+            info = inspect(path, limits=ctx.limits)
+        except DocumentRejected as exc:
+            if kind in OFFICE_KINDS and exc.code == "too_many_pages":
+                raise office.too_many_pages(ctx.limits.max_pages) from None
+            raise
         indices = parse_page_ranges(job.pages_spec, info.page_count)
     except outages.OUTAGE_TYPES as exc:
         if not (outages.outage_of(exc) and _within_outage_grace(ctx, job)):
@@ -132,7 +137,8 @@ def _converted(ctx: WorkerContext, job: Job, path: Path, kind: str) -> Path:
     """The office document as a PDF, stored in its place: the pages, the searchable PDF, retention and erase all
     read the job's source, which is now that PDF (a repeated split finds it a PDF already)."""
     with tempfile.TemporaryDirectory(prefix="ocrq-office-") as tmp, tracing.span("convert", job=job.id, kind=kind):
-        pdf = office.convert_to_pdf(path, kind, Path(tmp), timeout_s=ctx.limits.render_timeout_s)
+        pdf = office.convert_to_pdf(path, kind, Path(tmp), timeout_s=ctx.limits.render_timeout_s,
+                                   max_pages=ctx.limits.max_pages)
         key = job.source_key or source_key(tenant_id=job.tenant_id, job_id=job.id)
         with pdf.open("rb") as body:
             ctx.storage.put(key, body)
