@@ -66,7 +66,7 @@ def run(client: Client, *, files: list[Path], wait: bool, out: Path | None, opti
         body = client.result_bytes(job_id, fmt)
         if out:
             out.mkdir(parents=True, exist_ok=True)
-            zipped = fmt == "csv" and body.startswith(b"PK\x03\x04")  # several tables: a zip of one CSV each
+            zipped = fmt == "csv" and body[:2] == b"PK"  # not one table: a zip of one CSV each (CSV text never starts so)
             target = out / f"{path.name}.{EXTENSIONS[fmt]}{'.zip' if zipped else ''}"
             target.write_bytes(body)
             written.append(target)

@@ -24,17 +24,18 @@ MEDIA_TYPES = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; 
                "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
 EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf", "hocr": "hocr", "alto": "alto.xml",
               "page": "page.zip", "csv": "csv", "xlsx": "xlsx"}
-_ZIP = b"PK\x03\x04"
+# A zip starts with a file's header, or (an empty zip: no table) with the end of its directory.
+_ZIP = (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def media_type(fmt: str, body: bytes) -> str:
     """The body's media type: the format's, but a zip for a csv result of several tables (or none)."""
-    return "application/zip" if fmt == "csv" and body.startswith(_ZIP) else MEDIA_TYPES[fmt]
+    return "application/zip" if fmt == "csv" and body[:4] in _ZIP else MEDIA_TYPES[fmt]
 
 
 def extension(fmt: str, body: bytes) -> str:
     """The body's file extension, as media_type."""
-    return "csv.zip" if fmt == "csv" and body.startswith(_ZIP) else EXTENSIONS[fmt]
+    return "csv.zip" if fmt == "csv" and body[:4] in _ZIP else EXTENSIONS[fmt]
 
 
 def object_key(prefix: str, fmt: str) -> str:

@@ -27,6 +27,7 @@ def test_a_batch_writes_every_format_asked_for(client, s3):
     def read(key: str) -> bytes:
         return out.get_object(Bucket=bucket, Key=f"out/{key}")["Body"].read()
 
+    written = sorted(o["Key"] for o in out.list_objects_v2(Bucket=bucket, Prefix="out/").get("Contents", []))
     for key, words in (("scan.png", [word_for(3)]), ("two.pdf", [word_for(4), word_for(5)])):
         alto = valid_alto(read(f"{key}.alto.xml"))
         assert [s.get("CONTENT") for s in alto.iter(f"{ALTO}String")] == words
@@ -34,5 +35,6 @@ def test_a_batch_writes_every_format_asked_for(client, s3):
         assert len(valid_page_zip(read(f"{key}.page.zip"))) == len(words)
         assert all(word in read(f"{key}.md").decode() for word in words)
         # No table on these pages: an empty zip of CSVs, and a workbook with its one empty sheet.
+        assert f"out/{key}.csv.zip" in written, written
         assert zipfile.ZipFile(io.BytesIO(read(f"{key}.csv.zip"))).namelist() == []
         assert load_workbook(io.BytesIO(read(f"{key}.xlsx"))).sheetnames == ["no tables"]

@@ -136,7 +136,9 @@ def test_a_page_stored_before_the_model_reads_as_a_grid():
 
 def test_no_tables_is_an_empty_zip_and_an_empty_sheet():
     pages = [_page(0, _text(0))]
-    with zipfile.ZipFile(io.BytesIO(results.body(JOB, pages, "csv"))) as archive:
+    body = results.body(JOB, pages, "csv")
+    assert results.media_type("csv", body) == "application/zip" and results.extension("csv", body) == "csv.zip"
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
         assert archive.namelist() == []
     assert load_workbook(io.BytesIO(results.body(JOB, pages, "xlsx"))).sheetnames == ["no tables"]
     assert json.loads(results.body(JOB, pages, "json"))["tables"] == []
