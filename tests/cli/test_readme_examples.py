@@ -33,6 +33,8 @@ ELSEWHERE = {
     "Security model": "a grant written in settings; tests/tenancy/test_s3_grants.py runs grants of that shape",
     "Compose, one file per role": "no Docker engine here; tests/deploy/test_many_hosts_compose.py validates it",
     "Kubernetes": "no cluster here; tests/deploy/test_k8s.py builds and validates every overlay",
+    "Tables as data": "needs a finished job's id; tests/formats/test_tables_served.py reads CSV, JSON and "
+                      "`ocrq result --format xlsx` from ocrq serve",
     "Layout formats: hOCR, ALTO, PAGE XML": "needs a finished job's id; tests/formats/test_confidence.py fetches "
                                             "the same formats through the API",
 }
