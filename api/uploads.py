@@ -54,21 +54,37 @@ async def read_multipart(request: Request, *, max_bytes: int) -> tuple[Source, J
     return source, options
 
 
+class _Spool:
+    """Bytes copied to a temp file (the caller deletes it), hashed on the way, refused past `max_bytes`."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.size, self.digest = max_bytes, 0, hashlib.sha256()
+        self.file = tempfile.NamedTemporaryFile(prefix="ocrq-upload-", delete=False)  # noqa: SIM115 (closed by source)
+
+    def add(self, chunk: bytes) -> bool:
+        """Whether the chunk was kept: False once the limit is passed."""
+        self.size += len(chunk)
+        if self.size > self.max_bytes:
+            return False
+        self.digest.update(chunk)
+        self.file.write(chunk)
+        return True
+
+    def source(self, filename: str | None) -> Source:
+        self.file.close()
+        if self.size > self.max_bytes:
+            Path(self.file.name).unlink(missing_ok=True)
+            raise Rejected(413, f"the file is larger than the {self.max_bytes}-byte limit", code="too_large")
+        return Source(kind="upload", uri=filename or "upload", filename=filename, path=Path(self.file.name),
+                      sha256=self.digest.hexdigest())
+
+
 def save_upload(upload: UploadFile, *, max_bytes: int) -> Source:
-    """The part's bytes copied to a temp file (the caller deletes it), hashed on the way; 413 past `max_bytes`."""
-    digest, size = hashlib.sha256(), 0
-    with tempfile.NamedTemporaryFile(prefix="ocrq-upload-", delete=False) as tmp:
-        while chunk := upload.file.read(1024 * 1024):
-            size += len(chunk)
-            if size > max_bytes:
-                break
-            digest.update(chunk)
-            tmp.write(chunk)
-    if size > max_bytes:
-        Path(tmp.name).unlink(missing_ok=True)
-        raise Rejected(413, f"the file is larger than the {max_bytes}-byte limit", code="too_large")
-    return Source(kind="upload", uri=upload.filename or "upload", filename=upload.filename, path=Path(tmp.name),
-                  sha256=digest.hexdigest())
+    """The part's bytes spooled to a temp file (the caller deletes it); 413 past `max_bytes`."""
+    spool = _Spool(max_bytes)
+    while (chunk := upload.file.read(1024 * 1024)) and spool.add(chunk):
+        pass
+    return spool.source(upload.filename)
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -76,17 +92,9 @@ def validation_message(exc: ValidationError) -> str:
 
 
 async def save_body(request: Request, *, filename: str | None, max_bytes: int) -> Source:
-    """The request's whole body (a file sent as it is) copied to a temp file the caller deletes; 413 past the limit."""
-    digest, size = hashlib.sha256(), 0
-    with tempfile.NamedTemporaryFile(prefix="ocrq-upload-", delete=False) as tmp:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_bytes:
-                break
-            digest.update(chunk)
-            tmp.write(chunk)
-    if size > max_bytes:
-        Path(tmp.name).unlink(missing_ok=True)
-        raise Rejected(413, f"the file is larger than the {max_bytes}-byte limit", code="too_large")
-    return Source(kind="upload", uri=filename or "upload", filename=filename, path=Path(tmp.name),
-                  sha256=digest.hexdigest())
+    """The request's whole body (a file sent as it is) spooled to a temp file the caller deletes; 413 past the limit."""
+    spool = _Spool(max_bytes)
+    async for chunk in request.stream():
+        if not spool.add(chunk):
+            break
+    return spool.source(filename)

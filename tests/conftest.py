@@ -214,6 +214,16 @@ def client(stack):
     return stack.client(KEY_A)
 
 
+@pytest.fixture(scope="module")
+def api_url(stack, settings):
+    """The API over real HTTP, for the clients that speak to a URL; the session's stack runs the worker."""
+    from api.app import create_app
+    from tests.support.live_server import live_server
+
+    with live_server(create_app(settings)) as url:
+        yield url
+
+
 @pytest.fixture()
 def other_client(stack):
     return stack.client(KEY_B)

@@ -17,23 +17,14 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from api.app import create_app
 from common.jobs.schemas import JobView, PageText
 from ocrq import AsyncClient, Client, OcrqError, Retry
 from ocrq.client import retry_after
 from tests.conftest import KEY_A, KEY_B
 from tests.formats.pages import one_column
-from tests.support.live_server import live_server
 from tests.support.stack import ROOT
 
 MISSING = "0123456789abcdef0123456789abcdef"
-
-
-@pytest.fixture(scope="module")
-def api_url(stack, settings):
-    """The API over real HTTP; the session's stack runs the worker."""
-    with live_server(create_app(settings)) as url:
-        yield url
 
 
 @pytest.fixture()

@@ -22,16 +22,8 @@ from docling_serve_sdk.models import ConvertDocumentsRequestOptions
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from api.app import create_app
 from tests.conftest import KEY_A, KEY_B
 from tests.formats.pages import one_column
-from tests.support.live_server import live_server
-
-
-@pytest.fixture(scope="module")
-def api_url(stack, settings):
-    with live_server(create_app(settings)) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -15,19 +15,11 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from api.app import create_app
 from tests.conftest import KEY_A, KEY_B
 from tests.formats.pages import one_column
-from tests.support.live_server import live_server
 from tests.support.stack import ROOT
 
 TOOLS = {"submit", "wait", "result", "list_jobs"}
-
-
-@pytest.fixture(scope="module")
-def api_url(stack, settings):
-    with live_server(create_app(settings)) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -24,17 +24,9 @@ import requests
 from langchain_core.documents import Document
 from PIL import Image
 
-from api.app import create_app
 from tests.conftest import KEY_A
 from tests.formats.pages import one_column
-from tests.support.live_server import live_server
 from tests.support.stack import ROOT
-
-
-@pytest.fixture(scope="module")
-def api_url(stack, settings):
-    with live_server(create_app(settings)) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")
