@@ -151,6 +151,8 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
                 continue
             if pdfium_c.FPDFText_HasUnicodeMapError(raw, i) or char == "\ufffd" or 0xE000 <= ord(char) <= 0xF8FF:
                 unmapped += 1
+            if char == "\ufffe":  # pdfium's mark for a hyphen that breaks a word at the line's end: printed as "-"
+                char = "-"
             key = _text_object_address(raw, i) or 0
             if (style := styles.get(key)) is None:
                 text_object = pdfium_c.FPDFText_GetTextObject(raw, i)

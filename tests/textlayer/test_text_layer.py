@@ -71,6 +71,25 @@ def test_a_born_digital_page_reads_as_its_text_in_reading_order(tmp_path):
     assert all(w["box"][0] < v["box"][0] for w, v in zip(line["words"], line["words"][1:]))  # measured word boxes
 
 
+def test_underscores_apostrophes_and_a_line_end_hyphen_stay_inside_their_words(tmp_path):
+    """Glyphs whose tight boxes sit low, high or small (an underscore, an apostrophe, a leader dot) belong to the
+    line of the letters beside them, as in the C manuals Debian ships (libtasn1.pdf read "asn1_" "der")."""
+    lines = ["asn1_der_coding() doesn\u2019t return ASN1_SUCCESS here", "Contents .......... 12",
+             "the element\u2019s value is read at declara-", "tion time, once"]
+
+    def draw(c):
+        for i, (font, line) in enumerate(zip(["Courier", "Times-Roman", "Times-Roman", "Times-Roman"], lines,
+                                             strict=True)):
+            c.setFont(font, 11)
+            c.drawString(72, 760 - i * 14, line)
+
+    read = text_layer.read(read_text_layer(_page_with(tmp_path / "p.pdf", draw), 0, limits=Limits()))
+    texts = [line["text"] for block in read.blocks for line in block["lines"]]
+    assert texts[0] == lines[0] and texts[2] == lines[2], texts
+    assert "<td>" not in read.text and texts[1] == lines[1]  # leader dots are not cells
+    assert "declaration time" in read.text  # the paragraph joins the word its hyphen broke
+
+
 @pytest.fixture()
 def gpu_stack(tmp_path, pg_url, redis_url, s3, server):
     """The whole stack on the vLLM engine (the CPU stand-in behind it), whose requests are counted."""

@@ -76,7 +76,9 @@ def _lines(chars: list[Char]) -> list[dict]:
             end_line() if char.text == "\n" else end_word()
             continue
         if last is not None:
-            height = max(last.box[3] - last.box[1], char.box[3] - char.box[1], 1.0)
+            # The font's size, not the glyph's tight box: an underscore, an apostrophe or a leader dot has a box far
+            # smaller than the line's, and "asn1_der" or "doesn't" was cut into lines of their own at it.
+            height = max(_em(last), _em(char), 1.0)
             centre, previous = (char.box[1] + char.box[3]) / 2, (last.box[1] + last.box[3]) / 2
             gap = char.box[0] - last.box[2]
             if abs(centre - previous) > 0.6 * height or gap < -height or gap > GAP_HEIGHTS * height:
@@ -85,6 +87,12 @@ def _lines(chars: list[Char]) -> list[dict]:
         last = char
     end_line()
     return [_line(words) for words in lines]
+
+
+def _em(char: Char) -> float:
+    """The character's font size in pixels, or its box's height where pdfium's size is smaller (a font set at
+    size 1 and scaled by the text matrix)."""
+    return max(char.size, char.box[3] - char.box[1])
 
 
 def _line(words: list[list[Char]]) -> dict:
