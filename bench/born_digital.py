@@ -9,6 +9,11 @@ truth: column by column) as the share of lines found in order.
     .venv/bin/python bench/born_digital.py --pages 100 --always-pages 10
 (ocr=always on a 100-page document takes minutes on 2 cores: --always-pages times it on the first pages, and
 the pages-a-second figures are compared.)
+
+Real files others made (the PDF manuals Debian's doc packages ship): --pdf FILE, once a file; each is read with
+ocr=auto whole and ocr=always on its first --always-pages pages, words against pdftotext -layout's for those pages.
+
+    .venv/bin/python bench/born_digital.py --pdf /usr/share/doc/libtasn1-doc/libtasn1.pdf --always-pages 5
 """
 
 from __future__ import annotations
@@ -105,7 +110,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pages", type=int, default=100)
     parser.add_argument("--always-pages", type=int, default=10)
+    parser.add_argument("--pdf", type=Path, action="append", help="a real PDF instead of the generated one")
     args = parser.parse_args()
+    if args.pdf:
+        real_files(args.pdf, always_pages=args.always_pages)
+        return
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         folder = Path(tmp)
         pdf = folder / "doc.pdf"
@@ -134,6 +143,26 @@ def main() -> None:
     for name, count, seconds, rate, score, order, sources in rows:
         print(f"| {name} | {count} | {seconds:.2f} | {rate:.2f} | {score:.4f} | {order:.3f} | {sources} |")
     print(f"auto / always pages a second: {rows[0][3] / rows[1][3]:.1f}x")
+
+
+def real_files(pdfs: list[Path], *, always_pages: int) -> None:
+    print("| file | ocr | pages | s | pages/s | word F1 vs pdftotext -layout | sources | pdftotext pages/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp, EmbeddedServer(Path(tmp) / "home") as server:
+        client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.key}"}, timeout=60)
+        for pdf in pdfs:
+            started = time.perf_counter()
+            reference = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
+                                       check=True).stdout.split("\f")
+            pdftotext_s = time.perf_counter() - started
+            for ocr, spec in (("auto", None), ("always", f"1-{always_pages}")):
+                seconds, result = run_job(client, pdf, ocr=ocr, pages=spec)
+                pages = result["pages"]
+                ours = " ".join(p["text"] or "" for p in pages).replace("#", " ").split()
+                theirs = " ".join(reference[p["page"] - 1] for p in pages).split()
+                sources = dict(Counter(p["source"] for p in pages))
+                print(f"| {pdf.name} | {ocr} | {len(pages)} | {seconds:.2f} | {len(pages) / seconds:.2f} | "
+                      f"{f1(ours, theirs):.4f} | {sources} | {(len(reference) - 1) / pdftotext_s:.0f} |")
 
 
 if __name__ == "__main__":
