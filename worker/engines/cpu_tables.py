@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from common.formats.tables import Cell, Table, caption_in, table_fields
-from worker.engines.reading_order import Block, Line, join_lines
+from worker.engines.reading_order import Block, Line, join_lines, line_rows
 
 # The engine's recogniser on parts of the page (quads of 4 corner points): their texts and scores.
 Recognise = Callable[[list[np.ndarray]], tuple[list[str], list[float]]]
@@ -312,21 +312,9 @@ def _near_space(text: str, share: float) -> int:
 # --- borderless -----------------------------------------------------------------------------------------
 
 
-def _row_groups(lines: list[Line], unit: float) -> list[list[Line]]:
-    rows: list[list[Line]] = []
-    for ln in sorted(lines, key=lambda ln: ln.centre_y):
-        if rows and abs(ln.centre_y - statistics.fmean(x.centre_y for x in rows[-1])) < 0.5 * unit:
-            rows[-1].append(ln)
-        else:
-            rows.append([ln])
-    for row in rows:
-        row.sort(key=lambda ln: ln.key[0])
-    return rows
-
-
 def borderless(array: np.ndarray, lines: list[Line], unit: float) -> list[TableBlock]:
     """Tables found from the alignment of lines that stand side by side in runs of rows."""
-    rows = [row for row in _row_groups(lines, unit) if not all(_RULE_TEXT.match(ln.text) for ln in row)]
+    rows = [row for row in line_rows(lines, unit) if not all(_RULE_TEXT.match(ln.text) for ln in row)]
     tables = []
     run: list[list[Line]] = []
     for row in [*rows, None]:

@@ -253,7 +253,7 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
         if pairs := _key_values(lines, cut, unit, params):
             return pairs
         if _is_table(lines, cut, unit):
-            rows_of_cells = _rows(lines, unit)
+            rows_of_cells = line_rows(lines, unit)
             # Rows of one cell over the table's first row of several: its heading (on 68 of the corpus's 72 table
             # pages it was the table's first row, issue 56), or the end of the paragraph above.
             above: list[Line | Block] = []
@@ -271,7 +271,7 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
         first = []
     if not first or len(first) == len(lines):
         # Rows, each left to right: two boxes of one line may overlap, the second's top a little higher.
-        return [ln for row in _rows(lines, unit) for ln in row]
+        return [ln for row in line_rows(lines, unit) for ln in row]
     return _first_and_rest(lines, first)
 
 
@@ -462,7 +462,9 @@ def _prose(lines: list[Line], params: Params = PARAMS) -> bool:
     return sum(wordy(ln) for ln in lines) >= 0.6 * len(lines)
 
 
-def _rows(lines: list[Line], unit: float) -> list[list[Line]]:
+def line_rows(lines: list[Line], unit: float) -> list[list[Line]]:
+    """Lines in rows, top to bottom: a line joins the row above while its centre is within half a unit of the
+    row's; each row left to right."""
     ordered: list[list[Line]] = []
     for ln in sorted(lines, key=lambda ln: ln.centre_y):
         centre = ln.centre_y
