@@ -29,22 +29,31 @@ from tests.support.stack import wait_for_job
 pytestmark = pytest.mark.timeout(300)
 
 
-def _docx(path: Path) -> Path:
+def _docx(path: Path, picture: Path | None = None) -> Path:
+    """A heading, a paragraph and a table; with `picture`, the picture and a closing line below them."""
     document = docx.Document()
     document.add_heading("Harbour dues for the winter season", level=1)
     document.add_paragraph("Every vessel pays its dues before it leaves the quay.")
     table = document.add_table(rows=3, cols=2)
     for r, (name, amount) in enumerate([("Vessel", "Dues"), ("Schooner", "120"), ("Trawler", "340")]):
         table.cell(r, 0).text, table.cell(r, 1).text = name, amount
+    if picture is not None:
+        document.add_picture(str(picture), width=docx.shared.Cm(8))
+        document.add_paragraph("Signed by the harbour master.")
     document.save(path)
     return path
 
 
-def _xlsx(path: Path) -> Path:
+def _xlsx(path: Path, picture: Path | None = None) -> Path:
+    """A sheet of three rows; with `picture`, the picture below them."""
     book = openpyxl.Workbook()
     sheet = book.active
     for row in [("Cargo", "Tonnes"), ("Granite", 420), ("Timber", 95)]:
         sheet.append(row)
+    if picture is not None:
+        image = openpyxl.drawing.image.Image(str(picture))
+        image.width, image.height = 300, 300 * image.height // image.width
+        sheet.add_image(image, "A6")
     book.save(path)
     return path
 
@@ -89,31 +98,6 @@ def _lettered(path: Path, words: str) -> Path:
     return path
 
 
-def _docx_with_picture(path: Path, picture: Path) -> Path:
-    document = docx.Document()
-    document.add_heading("Harbour dues for the winter season", level=1)
-    document.add_paragraph("Every vessel pays its dues before it leaves the quay.")
-    table = document.add_table(rows=3, cols=2)
-    for r, (name, amount) in enumerate([("Vessel", "Dues"), ("Schooner", "120"), ("Trawler", "340")]):
-        table.cell(r, 0).text, table.cell(r, 1).text = name, amount
-    document.add_picture(str(picture), width=docx.shared.Cm(8))
-    document.add_paragraph("Signed by the harbour master.")
-    document.save(path)
-    return path
-
-
-def _xlsx_with_picture(path: Path, picture: Path) -> Path:
-    book = openpyxl.Workbook()
-    sheet = book.active
-    for row in [("Cargo", "Tonnes"), ("Granite", 420), ("Timber", 95)]:
-        sheet.append(row)
-    image = openpyxl.drawing.image.Image(str(picture))
-    image.width, image.height = 300, 300 * image.height // image.width
-    sheet.add_image(image, "A6")
-    book.save(path)
-    return path
-
-
 def _pptx_with_picture(path: Path, picture: Path) -> Path:
     deck = pptx.Presentation()
     slide = deck.slides.add_slide(deck.slide_layouts[5])
@@ -129,10 +113,10 @@ def _pptx_with_picture(path: Path, picture: Path) -> Path:
 
 def test_docx_xlsx_and_pptx_with_text_a_table_and_a_lettered_picture_read_all_of_it(client, tmp_path):
     picture = _lettered(tmp_path / "sign.png", "LIGHTHOUSE KEEPER")
-    cases = [(_docx_with_picture(tmp_path / "dues.docx", picture),
+    cases = [(_docx(tmp_path / "dues.docx", picture),
               ["Harbour dues for the winter season", "Every vessel pays its dues", "Vessel", "Dues", "Schooner",
                "120", "Trawler", "340", "LIGHTHOUSE KEEPER", "Signed by the harbour master."]),
-             (_xlsx_with_picture(tmp_path / "cargo.xlsx", picture),
+             (_xlsx(tmp_path / "cargo.xlsx", picture),
               ["Cargo", "Tonnes", "Granite", "420", "Timber", "95", "LIGHTHOUSE KEEPER"]),
              (_pptx_with_picture(tmp_path / "tides.pptx", picture),
               ["Tide tables", "Port", "High water", "Brest", "06:10", "Cherbourg", "07:45", "LIGHTHOUSE KEEPER"])]
@@ -260,7 +244,7 @@ def test_files_libreoffice_writes_itself_read_their_text(client, tmp_path):
 
 def _linked_picture_docx(path: Path, picture: Path, url: str) -> Path:
     """A DOCX whose picture is an external relationship (TargetMode="External") to url, not a part it holds."""
-    embedded = _docx_with_picture(tmp := path.with_suffix(".embedded.docx"), picture)
+    embedded = _docx(tmp := path.with_suffix(".embedded.docx"), picture)
     with zipfile.ZipFile(embedded) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as linked:
         for part in source.infolist():
             if part.filename.startswith("word/media/"):

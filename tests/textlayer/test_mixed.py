@@ -16,10 +16,9 @@ from reportlab.pdfgen import canvas
 
 from common.documents.limits import Limits
 from common.documents.text_layer import read_text_layer
-from tests.conftest import KEY_A, make_settings
+from tests.conftest import KEY_A
 from tests.documents import hostile
-from tests.support.engine_server import MODEL
-from tests.support.stack import Stack, wait_for_job
+from tests.support.stack import wait_for_job
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -54,16 +53,6 @@ def test_a_trusted_page_lists_its_pictures_of_useful_size(tmp_path):
     c.drawImage(ImageReader(hostile.lettered("x", font_size=8)), 60, 778, width=6, height=6)
     c.save()
     assert read_text_layer(tmp_path / "dot.pdf", 0, limits=Limits()).pictures == []
-
-
-@pytest.fixture()
-def gpu_stack(tmp_path, pg_url, redis_url, s3, server):
-    """The whole stack on the vLLM engine (the CPU stand-in behind it), whose requests are counted."""
-    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
-                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=2)
-    with Stack(settings, logs=tmp_path) as stack:
-        stack.start_worker("--gpu", "--concurrency", "1")
-        yield stack, server
 
 
 def _submit(client, path: Path, **data) -> dict:

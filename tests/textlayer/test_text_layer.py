@@ -15,10 +15,9 @@ from reportlab.pdfgen import canvas
 
 from common.documents.limits import Limits
 from common.documents.text_layer import read_text_layer
-from tests.conftest import KEY_A, make_settings
+from tests.conftest import KEY_A
 from tests.documents import hostile
-from tests.support.engine_server import MODEL
-from tests.support.stack import Stack, wait_for_job
+from tests.support.stack import wait_for_job
 from worker.engines import text_layer
 
 LEFT = ["The quay was built of granite blocks", "laid in lime mortar and faced with oak", "along its edge by masons."]
@@ -88,16 +87,6 @@ def test_underscores_apostrophes_and_a_line_end_hyphen_stay_inside_their_words(t
     assert texts[0] == lines[0] and texts[2] == lines[2], texts
     assert "<td>" not in read.text and texts[1] == lines[1]  # leader dots are not cells
     assert "declaration time" in read.text  # the paragraph joins the word its hyphen broke
-
-
-@pytest.fixture()
-def gpu_stack(tmp_path, pg_url, redis_url, s3, server):
-    """The whole stack on the vLLM engine (the CPU stand-in behind it), whose requests are counted."""
-    settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3, engine="vllm",
-                             engine_urls=[server.url], engine_model=MODEL, engine_pair_size=2)
-    with Stack(settings, logs=tmp_path) as stack:
-        stack.start_worker("--gpu", "--concurrency", "1")
-        yield stack, server
 
 
 def _submit(client, path: Path, **data) -> dict:
