@@ -22,6 +22,8 @@
 #                                                     CPU sampled, then with the engine at nice -10, twice)
 #          h100e2e                                    (issue 54 #1, #2: the auto profile's steady pages/s, then the
 #                                                     stack at 1,024 pages against direct, like for like, twice)
+#          h100seqs                                   (issue 54: the h100 profile at 352 sequences against 224, and the
+#                                                     stack like for like)
 #          likeforlike                                (issue 54 #2 on a short budget: the auto profile, the stack at
 #                                                     1,024 pages against direct like for like once, then steady)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
@@ -420,6 +422,25 @@ step_likeforlike() {  # issue 54 #2 when little device time is left: the profile
   export OCRQ_STACK_GPU_POOL=threads OCRQ_STACK_GPU_WORKERS=8 OCRQ_STACK_GPU_CONCURRENCY=128 OCRQ_STACK_PAIR_SIZE=1
   stack_e2e auto-threads 1024
   have 150 && steady auto "$url"
+}
+
+step_h100seqs() {  # issue 54 #1, #2 on one H100: the h100 profile at 352 sequences (auto), steady at 256 and 352 in
+  # flight; the stack at 1,024 pages against direct like for like; then the former 224 sequences, steady, as baseline
+  timeout 300 bash deploy/gpu/services.sh > "$run/logs/services.log" 2>&1 &
+  svc_pid=$!
+  serve_or_safe auto --profile auto || return
+  grep -h "chosen for\|KV cache\|kv_shortfall" "$run/logs/auto.launcher.log" | cut -c1-300 | tee -a "$run/progress.txt"
+  kv_of auto
+  engine_facts auto
+  steady auto "$url"
+  have 120 && bench 200 http auto-352-steady --url "$url" --pages 1056 --concurrency 352 --tokens 1000
+  export OCRQ_STACK_GPU_POOL=threads OCRQ_STACK_GPU_WORKERS=8 OCRQ_STACK_GPU_CONCURRENCY=128 OCRQ_STACK_PAIR_SIZE=1
+  have 330 && stack_e2e auto-threads 1024
+  unserve
+  have 330 || return 0
+  serve_or_safe seqs224 --profile auto --max-num-seqs 224 || return
+  steady seqs224 "$url"
+  unserve
 }
 
 step_logprobs() {  # issue 32: steady pages/s with and without each sampled token's logprob, alternated on one engine

@@ -74,7 +74,7 @@ def test_auto_picks_the_profile_of_the_card_nvml_names(nvidia_smi, card, caplog)
 def test_auto_is_the_default_and_sizes_for_the_smallest_card(nvidia_smi):
     nvidia_smi(("NVIDIA H200", 143771), ("NVIDIA H100 80GB HBM3", 81559))
     engines = _dry_run()
-    assert len(engines) == 2 and {_flag(a, "--max-num-seqs") for a in engines} == {"224"}
+    assert len(engines) == 2 and {_flag(a, "--max-num-seqs") for a in engines} == {str(get_profile("h100").max_num_seqs)}
     assert {_flag(a, "--kv-cache-dtype") for a in engines} == {"fp8"}
 
 
@@ -118,9 +118,10 @@ class _Metrics(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize(("blocks", "warned"), [(30_000, True), (60_000, False)])
+@pytest.mark.parametrize(("blocks", "warned"), [(30_000, True), (82_304, False)])
 def test_a_serving_engine_whose_kv_cache_is_short_warns(blocks, warned, caplog):
-    """vLLM reports its KV cache as num_gpu_blocks x block_size; 30,000 blocks of 16 hold 142 steady pages."""
+    """vLLM reports its KV cache as num_gpu_blocks x block_size; 30,000 blocks of 16 hold 142 steady pages, 82,304
+    (what one H100 reported) 389."""
     handler = type("Metrics", (_Metrics,), {"blocks": blocks})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -125,12 +125,13 @@ PROFILES: dict[str, Profile] = {
         fp8_attention_backend="FLASHINFER",
     ),
     # One 80 GB H100 (fp8 KV native on Hopper). The h200 profile's 512 sequences preempted there: 529 times in
-    # 768 steady pages. 224 sequences of STEADY_PAGE_TOKENS need 0.76 M tokens, 40 GiB of fp8 KV, within the
-    # card's share after the weights and the engine's own memory (kv_tokens_estimate: 1.2 M).
+    # 768 steady pages. The card's KV cache (1.24 M tokens estimated, 1.32 M measured) holds 367-389 pages of
+    # STEADY_PAGE_TOKENS; 224 sequences ran 8.879 steady pages/s, below the h200 profile's 9.26-9.31 at 256 in
+    # flight (BENCHMARKS.md, issue 54), so 352: more in flight, still within the cache.
     "h100": Profile(
         name="h100",
         gpu_memory_utilization=0.92,
-        max_num_seqs=224,
+        max_num_seqs=352,
         max_num_batched_tokens=16384,
         api_server_count=4,
         renderer_workers=8,
