@@ -18,8 +18,8 @@ FALLBACK_URL = "http://127.0.0.1:8000"
 # are not the service's (common.settings), which the CLI reads only for OCRQ_HOME, where `ocrq serve` left both.
 URL_ENV = "OCRQ_URL"
 KEY_ENV = "OCRQ_API_KEY"
-# The tenant's rate limit is waited out (10 tries, at most 30 s each); a server that cannot be reached at all is
-# said after 3 tries (about a second), not after the library's minute of back-off.
+# The tenant's rate limit is waited out (10 tries, at most 30 s each); a server that cannot be reached, or does not
+# answer in time, is said after 3 tries, not after the library's longer back-off.
 CLI_RETRY = Retry(attempts=10, max_wait_s=30.0, connect_attempts=3)
 
 

@@ -91,8 +91,8 @@ def _validation_message(item: Any) -> str:
 class Retry:
     """How often and how long to retry transport errors and 429/503 answers.
 
-    `connect_attempts` caps the tries while no connection can be made at all (None: `attempts`), for a caller
-    that would rather say at once that the server is down.
+    `connect_attempts` caps the tries that found no server (the connection failed) or no answer in time (None:
+    `attempts`), for a caller that would rather say soon that the server is down.
     """
 
     attempts: int = 6
@@ -231,7 +231,7 @@ def _event(sse: Any) -> Event | None:
 
 
 def _stream_refusal(source: EventSource) -> httpx.Response | None:
-    """The stream's answer when it is not the stream itself (read whole), else None."""
+    """The answer when it is a refusal rather than the stream, else None."""
     response = source.response
     return None if response.status_code == 200 else response
 
@@ -289,7 +289,7 @@ class Client(_Base):
                 with ExitStack() as files:
                     response = self.http.request(call.method, call.path, **call.kwargs(files))
             except httpx.TransportError as exc:
-                connects_failed += isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+                connects_failed += isinstance(exc, (httpx.ConnectError, httpx.TimeoutException))
                 if self.retry.gives_up(attempt, connects_failed):
                     raise self._unreachable(exc) from exc
                 time.sleep(self.retry.delay(attempt, None))
@@ -509,7 +509,7 @@ class AsyncClient(_Base):
                 with ExitStack() as files:
                     response = await self.http.request(call.method, call.path, **call.kwargs(files))
             except httpx.TransportError as exc:
-                connects_failed += isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+                connects_failed += isinstance(exc, (httpx.ConnectError, httpx.TimeoutException))
                 if self.retry.gives_up(attempt, connects_failed):
                     raise self._unreachable(exc) from exc
                 await asyncio.sleep(self.retry.delay(attempt, None))
