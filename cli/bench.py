@@ -6,9 +6,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cli.client import Client, ClientError
-
-TERMINAL = {"succeeded", "failed", "canceled"}
+from cli.connect import CliError
+from common.jobs.schemas import JobView
+from ocrq.client import TERMINAL, Client
 
 
 @dataclass(frozen=True)
@@ -36,25 +36,25 @@ def run(client: Client, *, sample: Path, copies: int, options: dict, interval: f
         timeout: float = 3600.0) -> BenchReport:
     """Submit every copy, then poll until all have finished; the clock runs from first submit to last finish."""
     started = time.monotonic()
-    job_ids = [client.submit(sample, options=options)["id"] for _ in range(copies)]
+    job_ids = [client.submit(sample, **options).id for _ in range(copies)]
     states = _wait(client, job_ids, interval=interval, deadline=started + timeout)
     seconds = time.monotonic() - started
-    done = sum(s["pages_done"] for s in states.values())
-    failed = sum(s["pages_failed"] for s in states.values())
+    done = sum(s.pages_done for s in states.values())
+    failed = sum(s.pages_failed for s in states.values())
     return BenchReport(jobs=copies, pages=done - failed, pages_failed=failed, seconds=seconds,
-                       jobs_failed=sum(s["status"] != "succeeded" for s in states.values()))
+                       jobs_failed=sum(s.status != "succeeded" for s in states.values()))
 
 
-def _wait(client: Client, job_ids: list[str], *, interval: float, deadline: float) -> dict[str, dict]:
-    states: dict[str, dict] = {}
+def _wait(client: Client, job_ids: list[str], *, interval: float, deadline: float) -> dict[str, JobView]:
+    states: dict[str, JobView] = {}
     pending = list(job_ids)
     while pending:
         if time.monotonic() > deadline:
-            raise ClientError(f"{len(pending)} job(s) still unfinished at the time limit")
+            raise CliError(f"{len(pending)} job(s) still unfinished at the time limit")
         still = []
         for job_id in pending:
-            states[job_id] = client.job(job_id)  # the client waits out the tenant's rate limit itself
-            if states[job_id]["status"] not in TERMINAL:
+            states[job_id] = client.job(job_id).get()  # the client waits out the tenant's rate limit itself
+            if states[job_id].status not in TERMINAL:
                 still.append(job_id)
         pending = still
         if pending:

@@ -18,7 +18,7 @@ app.add_typer(keys_app, name="keys")
 webhooks_app = typer.Typer(help="Webhook signing secrets.", no_args_is_help=True)
 app.add_typer(webhooks_app, name="webhooks")
 
-# Without --url or --key, cli.client reads OCRQ_URL and OCRQ_API_KEY (the client's settings, read only there).
+# Without --url or --key, cli.connect reads OCRQ_URL and OCRQ_API_KEY, else what `ocrq serve` recorded.
 UrlOpt = Annotated[str | None, typer.Option(
     help="Base URL of the ocrq API (default: OCRQ_URL, else the one `ocrq serve` recorded, else :8000).")]
 FormatOpt = Annotated[str, typer.Option("--output", "--format",
@@ -130,15 +130,12 @@ def submit(
 ) -> None:
     """Submit documents; with --wait, show progress and print or save the results."""
     from cli import submit as submitting
-    from cli.client import Client, ClientError
+    from cli.connect import connect, reported
 
-    client = Client(url=url, key=key)
-    try:
+    client = connect(url, key)
+    with reported(client):
         ok = submitting.run(client, files=files, wait=wait, out=out,
                             options={"pages": pages, "output": output, "priority": priority})
-    except ClientError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
     raise typer.Exit(0 if ok else 1)
 
 
@@ -158,16 +155,14 @@ def ingest(
 ) -> None:
     """Read every document under an S3 prefix; prints the batch id, and with --wait follows it to the end."""
     from cli import ingest as ingesting
-    from cli.client import Client, ClientError
+    from cli.connect import connect, reported
 
     body = {"input_prefix": input_prefix, "output_prefix": out, "include": include or None,
             "exclude": exclude or None, "output": output, "priority": priority, "source_profile": profile,
             "retry_failed": retry_failed}
-    try:
-        ok = ingesting.run(Client(url=url, key=key), body=body, wait=wait)
-    except ClientError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    client = connect(url, key)
+    with reported(client):
+        ok = ingesting.run(client, body=body, wait=wait)
     raise typer.Exit(0 if ok else 1)
 
 
@@ -176,13 +171,11 @@ def status(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
     """Show a job's status as JSON."""
     import json
 
-    from cli.client import Client, ClientError
+    from cli.connect import connect, reported
 
-    try:
-        typer.echo(json.dumps(Client(url=url, key=key).job(job_id), indent=2))
-    except ClientError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    client = connect(url, key)
+    with reported(client, job_id):
+        typer.echo(json.dumps(client.job(job_id).get().model_dump(mode="json"), indent=2))
 
 
 @app.command("jobs")
@@ -195,16 +188,14 @@ def jobs_list(status: Annotated[list[str] | None, typer.Option(help="Only jobs i
 
     from rich.console import Console
 
-    from cli.client import Client, ClientError
+    from cli.connect import connect, reported
     from cli.manage import jobs_table
 
-    try:
-        listing = Client(url=url, key=key).jobs(status=status, limit=limit)
-    except ClientError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    client = connect(url, key)
+    with reported(client, "listing jobs"):
+        listing = client.jobs.page(status=status, limit=limit)
     if as_json:
-        typer.echo(json.dumps(listing, indent=2))
+        typer.echo(json.dumps(listing.model_dump(mode="json"), indent=2))
     else:
         Console().print(jobs_table(listing))
 
@@ -214,15 +205,13 @@ def watch(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
     """Follow a job's pages live (its event stream) with a progress bar; exit 0 if it succeeded."""
     from rich.console import Console
 
-    from cli.client import Client, ClientError
+    from cli.connect import connect, reported
     from cli.manage import watch as follow
 
     console = Console(stderr=True)
-    try:
-        status = follow(Client(url=url, key=key), job_id, console)
-    except ClientError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    client = connect(url, key)
+    with reported(client, job_id):
+        status = follow(client, job_id, console)
     typer.echo(f"{job_id} {status}")
     raise typer.Exit(0 if status == "succeeded" else 1)
 
@@ -230,13 +219,13 @@ def watch(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
 @app.command()
 def erase(job_id: str, url: UrlOpt = None, key: KeyOpt = None) -> None:
     """Erase a job now: its document, text and results are deleted; a tombstone with its counts remains."""
-    from cli.client import Client, ClientError
+    from cli.connect import connect, reported
 
-    try:
-        done = Client(url=url, key=key).erase(job_id)
-    except ClientError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    client = connect(url, key)
+    job = client.job(job_id)
+    with reported(client, job_id):
+        job.erase()
+    done = not job.erase_pending
     typer.echo(f"{job_id} erased" if done else f"{job_id} erased; its stored files go once storage answers again")
 
 
@@ -262,29 +251,26 @@ def result(job_id: str, format: Annotated[str | None, typer.Option(
            url: UrlOpt = None, key: KeyOpt = None,
            out: Annotated[Path | None, typer.Option(help="Write the result to this file.")] = None) -> None:
     """Print a finished job's result (--format pdf, page, csv or xlsx: to --out FILE or a redirected stdout)."""
-    from cli.client import Client, ClientError
+    from cli.connect import connect, reported
     from cli.submit import BINARY
 
-    try:
-        body = Client(url=url, key=key).result_bytes(job_id, format)
+    if not out and format in BINARY and sys.stdout.isatty():
+        typer.echo(f"error: a {format} result is not written to a terminal; give --out FILE or redirect stdout",
+                   err=True)
+        raise typer.Exit(2)
+    client = connect(url, key)
+    with reported(client, job_id):
         if out:
-            out.write_bytes(body)
-        elif format in BINARY and sys.stdout.isatty():
-            typer.echo(f"error: a {format} result is not written to a terminal; give --out FILE or redirect stdout",
-                       err=True)
-            raise typer.Exit(2)
+            client.job(job_id).save(out, format)
         else:
-            sys.stdout.buffer.write(body)
+            sys.stdout.buffer.write(client.job(job_id).content(format))
             sys.stdout.flush()
-    except ClientError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
 
 
 @app.command("mcp")
 def mcp_stdio(url: UrlOpt = None, key: KeyOpt = None) -> None:
     """Run ocrq's MCP server on stdio for an agent that starts it (tools: submit, wait, result, list_jobs)."""
-    from cli.client import default_key, default_url
+    from cli.connect import default_key, default_url
     from ocrq.mcp_server import stdio_server
 
     stdio_server(url=(url or default_url()).rstrip("/"), key=key or default_key()).run("stdio")
@@ -303,14 +289,11 @@ def bench(
     import json
 
     from cli import bench as benchmark
-    from cli.client import Client, ClientError
+    from cli.connect import connect, reported
 
-    try:
-        report = benchmark.run(Client(url=url, key=key), sample=sample, copies=copies,
-                               options={"priority": priority, "output": "text"})
-    except ClientError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    client = connect(url, key)
+    with reported(client):
+        report = benchmark.run(client, sample=sample, copies=copies, options={"priority": priority, "output": "text"})
     typer.echo(json.dumps(report.as_dict()) if as_json else report.summary())
     raise typer.Exit(1 if report.jobs_failed or report.pages_failed else 0)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import uvicorn
 
-from cli.client import key_file, url_file
+from cli.connect import key_file, url_file
 from common.db import Database
 from common.log_format import CONSOLE_LOGGER, record_from_line, serve_logging_config
 from common.queue.names import WEBHOOK_QUEUE

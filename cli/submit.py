@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from cli.client import Client, ClientError, SubmissionRejected
+from cli.connect import CliError, explain
+from common.jobs.schemas import JobView
+from ocrq.client import TERMINAL, Client, OcrqError
 
-TERMINAL = {"succeeded", "failed", "canceled"}
 # As common.jobs.results names them; the CLI does not import the service's models to start.
 EXTENSIONS = {"markdown": "md", "text": "txt", "json": "json", "pdf": "pdf", "hocr": "hocr", "alto": "alto.xml",
               "page": "page.zip", "csv": "csv", "xlsx": "xlsx"}
@@ -31,7 +32,7 @@ def expand(items: list[Path]) -> list[Path]:
         else:
             matches = sorted(Path(m) for m in glob.glob(str(item), recursive=True))
             if not matches:
-                raise ClientError(f"no such file: {item}")
+                raise CliError(f"no such file: {item}")
             found += [m for m in matches if m.is_file()]
     return found
 
@@ -43,9 +44,12 @@ def run(client: Client, *, files: list[Path], wait: bool, out: Path | None, opti
     rejected: list[Path] = []
     for path in expand(files):
         try:
-            jobs[client.submit(path, options=options)["id"]] = path
-        except SubmissionRejected as exc:
-            console.print(f"[red]rejected[/red] {exc}", markup=True, highlight=False)
+            jobs[client.submit(path, **options).id] = path
+        except OcrqError as exc:
+            if exc.unreachable or exc.status == 401:  # the same for every file: said once, by the caller
+                raise
+            console.print(f"[red]rejected[/red] {explain(exc, url=client.url, about=str(path))}", markup=True,
+                          highlight=False)
             rejected.append(path)
     if not wait:
         for job_id, path in jobs.items():
@@ -57,13 +61,13 @@ def run(client: Client, *, files: list[Path], wait: bool, out: Path | None, opti
     not_read: list[Path] = []
     for job_id, path in jobs.items():
         state = states[job_id]
-        if state["status"] != "succeeded":
-            console.print(f"[red]{state['status']}[/red] {path}: {state.get('error') or ''}", highlight=False)
+        if state.status != "succeeded":
+            console.print(f"[red]{state.status}[/red] {path}: {state.error or ''}", highlight=False)
             not_read.append(path)
             continue
-        for err in state.get("page_errors", []):
-            console.print(f"[yellow]page {err['page']} of {path} failed:[/yellow] {err['error']}", highlight=False)
-        body = client.result_bytes(job_id, fmt)
+        for err in state.page_errors:
+            console.print(f"[yellow]page {err.page} of {path} failed:[/yellow] {err.error}", highlight=False)
+        body = client.job(job_id).content(fmt)
         if out:
             out.mkdir(parents=True, exist_ok=True)
             zipped = fmt == "csv" and body[:2] == b"PK"  # not one table: a zip of one CSV each (CSV text never starts so)
@@ -107,19 +111,20 @@ class EtaColumn(ProgressColumn):
         return Text(f"ETA {minutes}:{seconds:02d}", style="progress.remaining")
 
 
-def follow(client: Client, jobs: dict[str, Path], console: Console, *, interval: float = 0.5) -> dict[str, dict]:
+def follow(client: Client, jobs: dict[str, Path], console: Console, *,
+           interval: float = 0.5) -> dict[str, JobView]:
     """Poll until every job has finished, with a bar of pages done, rate and ETA."""
-    states: dict[str, dict] = {}
+    states: dict[str, JobView] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("pages"),
                TimeElapsedColumn(), EtaColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task(f"{len(jobs)} job(s)", total=None)
         while True:
             for job_id in jobs:
-                if states.get(job_id, {}).get("status") not in TERMINAL:
-                    states[job_id] = client.job(job_id)
-            total = sum(s["pages_total"] for s in states.values())
-            progress.update(bar, completed=sum(s["pages_done"] for s in states.values()), total=total or None)
-            if all(s["status"] in TERMINAL for s in states.values()):
+                if job_id not in states or states[job_id].status not in TERMINAL:
+                    states[job_id] = client.job(job_id).get()
+            total = sum(s.pages_total for s in states.values())
+            progress.update(bar, completed=sum(s.pages_done for s in states.values()), total=total or None)
+            if all(s.status in TERMINAL for s in states.values()):
                 return states
             time.sleep(interval)

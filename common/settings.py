@@ -1,7 +1,7 @@
 """The one settings object: every OCRQ_* environment variable of the service is read here.
 
-Apart: the CLI's client settings (OCRQ_URL, OCRQ_API_KEY in cli/client.py) and the vLLM plugin's, which runs
-inside vLLM and imports nothing of the service (ocrq_vllm_plugin/env.py).
+Apart: the client's settings (OCRQ_URL, OCRQ_API_KEY in ocrq/client.py and cli/connect.py) and the vLLM plugin's,
+which runs inside vLLM and imports nothing of the service (ocrq_vllm_plugin/env.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Python clients for the ocrq HTTP API: `Client` (blocking) and `AsyncClient`, both on httpx.
 
 Every request is retried on transport errors and on 429/503 answers, waiting as Retry-After says; each submit
-carries an Idempotency-Key, the same on each of its retries, so a retry never makes a second job.
+carries an Idempotency-Key, the same on each of its retries, so a retry never makes a second job. A job's event
+stream reconnects where it dropped, with Last-Event-ID.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
 import httpx
+from httpx_sse import EventSource, aconnect_sse, connect_sse
 from pydantic import BaseModel
 
 from common.batches.schemas import BatchAccepted, BatchCreate, BatchList, BatchView
@@ -37,7 +39,7 @@ from common.jobs.schemas import (
     ResultFormat,
 )
 
-__all__ = ["AsyncClient", "AsyncJob", "Client", "Job", "OcrqError", "Retry", "Source", "TERMINAL"]
+__all__ = ["AsyncClient", "AsyncJob", "Client", "Event", "Job", "OcrqError", "Retry", "Source", "TERMINAL"]
 
 TERMINAL: frozenset[JobStatus] = frozenset({"succeeded", "failed", "canceled"})
 RETRY_STATUSES = frozenset({429, 503})
@@ -65,17 +67,42 @@ class OcrqError(Exception):
             body = None
         if isinstance(body, dict) and isinstance(body.get("code"), str):
             return cls(response.status_code, body["code"], str(body.get("detail", "")), body=body)
-        return cls(response.status_code, f"http_{response.status_code}", response.text[:200].strip()
-                   or response.reason_phrase)
+        code = f"http_{response.status_code}"
+        if isinstance(body, dict) and isinstance(body.get("detail"), list):  # FastAPI's own validation errors
+            return cls(response.status_code, code, "; ".join(map(_validation_message, body["detail"]))
+                       or "invalid request", body=body)
+        return cls(response.status_code, code, response.text[:200].strip() or response.reason_phrase)
+
+    @property
+    def unreachable(self) -> bool:
+        """No answer came: the server could not be reached, or did not answer in time."""
+        return self.status is None
+
+
+def _validation_message(item: Any) -> str:
+    if not isinstance(item, dict):
+        return str(item)
+    where = [str(part) for part in item.get("loc", []) if part not in ("query", "body", "path", "header")]
+    message = str(item.get("msg", "invalid"))
+    return f"{'.'.join(where)}: {message}" if where else message
 
 
 @dataclass(frozen=True)
 class Retry:
-    """How often and how long to retry transport errors and 429/503 answers."""
+    """How often and how long to retry transport errors and 429/503 answers.
+
+    `connect_attempts` caps the tries that found no server (the connection failed) or no answer in time (None:
+    `attempts`), for a caller that would rather say soon that the server is down.
+    """
 
     attempts: int = 6
     backoff_s: float = 0.5
     max_wait_s: float = 60.0
+    connect_attempts: int | None = None
+
+    def gives_up(self, attempt: int, connects_failed: int) -> bool:
+        """Whether the try numbered `attempt`, after `connects_failed` connections that failed, was the last."""
+        return attempt >= self.attempts or connects_failed >= (self.connect_attempts or self.attempts)
 
     def delay(self, attempt: int, response: httpx.Response | None) -> float:
         """Seconds to wait before attempt `attempt + 1`: Retry-After where the answer gives one, else backoff."""
@@ -164,6 +191,10 @@ def _list_params(filters: dict[str, Any], cursor: str | None) -> list[tuple[str,
     return params
 
 
+def _result_call(job_id: str, fmt: str | None) -> _Call:
+    return _Call("GET", f"/jobs/{job_id}/result", params={"format": fmt} if fmt else None, follow_redirects=True)
+
+
 def _result_value(response: httpx.Response, fmt: str | None) -> str | bytes | dict[str, Any]:
     media = response.headers.get("content-type", "")
     if fmt == "json" or (fmt is None and media.startswith("application/json")):
@@ -172,6 +203,41 @@ def _result_value(response: httpx.Response, fmt: str | None) -> str | bytes | di
                                                                           "application/xml"))):
         return response.content
     return response.text
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a job's stream: `page.done`, `page.failed`, then `job.succeeded`, `job.failed` or
+    `job.canceled`, the last. `id` is what Last-Event-ID resumes after."""
+
+    id: str | None
+    type: str
+    data: dict[str, Any]
+
+    @property
+    def terminal(self) -> bool:
+        return self.type.startswith("job.")
+
+
+def _events_request(job_id: str, last_event_id: str | None) -> tuple[str, dict[str, str]]:
+    return f"/jobs/{job_id}/events", {"Last-Event-ID": last_event_id} if last_event_id else {}
+
+
+def _event(sse: Any) -> Event | None:
+    """The stream's event, or None for the stream's `retry:` hint alone."""
+    if sse.event == "message" and not sse.data:
+        return None
+    return Event(id=sse.id or None, type=sse.event, data=json.loads(sse.data or "{}"))
+
+
+def _stream_refusal(source: EventSource) -> httpx.Response | None:
+    """The answer when it is a refusal rather than the stream, else None."""
+    response = source.response
+    return None if response.status_code == 200 else response
+
+
+# The stream waits on events as long as the job takes (the server sends a comment when silent too long).
+STREAM_TIMEOUT = httpx.Timeout(60.0, read=None)
 
 
 class _Base:
@@ -217,17 +283,18 @@ class Client(_Base):
             self.http.close()
 
     def _send(self, call: _Call) -> httpx.Response:
+        connects_failed = 0
         for attempt in range(1, self.retry.attempts + 1):
-            last = attempt == self.retry.attempts
             try:
                 with ExitStack() as files:
                     response = self.http.request(call.method, call.path, **call.kwargs(files))
             except httpx.TransportError as exc:
-                if last:
+                connects_failed += isinstance(exc, (httpx.ConnectError, httpx.TimeoutException))
+                if self.retry.gives_up(attempt, connects_failed):
                     raise self._unreachable(exc) from exc
                 time.sleep(self.retry.delay(attempt, None))
                 continue
-            if response.status_code not in RETRY_STATUSES or last:
+            if response.status_code not in RETRY_STATUSES or self.retry.gives_up(attempt, 0):
                 return self._answer(call, response)
             time.sleep(self.retry.delay(attempt, response))
         raise AssertionError("unreachable")
@@ -253,6 +320,7 @@ class Job:
 
     def __init__(self, client: Client, job_id: str, status: JobStatus | None = None) -> None:
         self.client, self.id, self.status = client, job_id, status
+        self.erase_pending = False
 
     def __repr__(self) -> str:
         return f"Job({self.id!r}, status={self.status!r})"
@@ -301,9 +369,49 @@ class Job:
     def result(self, format: ResultFormat | None = None) -> str | bytes | dict[str, Any]:
         """The result in `format` (default: the job's `output`): text, the json document, or pdf/page/csv/xlsx bytes.
         OcrqError 409 `not_finished` until the job has succeeded."""
-        call = _Call("GET", f"/jobs/{self.id}/result", params={"format": format} if format else None,
-                     follow_redirects=True)
-        return _result_value(self.client._send(call), format)
+        return _result_value(self.client._send(_result_call(self.id, format)), format)
+
+    def content(self, format: ResultFormat | None = None) -> bytes:
+        """The result's bytes as the API sent them, in any format."""
+        return self.client._send(_result_call(self.id, format)).content
+
+    def save(self, path: str | os.PathLike[str], format: ResultFormat | None = None) -> Path:
+        """Write the result to the file `path`; the path written."""
+        target = Path(path)
+        target.write_bytes(self.content(format))
+        return target
+
+    def events(self, *, last_event_id: str | None = None) -> Iterator[Event]:
+        """The job's events from the start (or after `last_event_id`), live, until the terminal one. A stream that
+        drops is opened again after the last event seen; transport errors and 429/503 are retried as requests."""
+        last, failures = last_event_id, 0
+        while True:
+            path, headers = _events_request(self.id, last)
+            try:
+                with connect_sse(self.client.http, "GET", path, headers=headers, timeout=STREAM_TIMEOUT) as source:
+                    if (refused := _stream_refusal(source)) is not None:
+                        refused.read()
+                        failures += 1
+                        if refused.status_code not in RETRY_STATUSES or self.client.retry.gives_up(failures, 0):
+                            raise OcrqError.from_response(refused)
+                        time.sleep(self.client.retry.delay(failures, refused))
+                        continue
+                    for sse in source.iter_sse():
+                        if (event := _event(sse)) is None:
+                            continue
+                        failures, last = 0, event.id or last
+                        yield event
+                        if event.terminal:
+                            return
+            except httpx.TransportError as exc:
+                failures += 1
+                if self.client.retry.gives_up(failures, 0):
+                    raise self.client._unreachable(exc) from exc
+            else:
+                failures += 1  # ended without the terminal event: a server going down ends its streams so
+                if self.client.retry.gives_up(failures, 0):
+                    raise OcrqError(None, "stream_ended", f"the event stream of job {self.id} kept ending early")
+            time.sleep(self.client.retry.delay(failures, None))
 
     def cancel(self) -> JobAccepted:
         accepted = self.client._model(_Call("DELETE", f"/jobs/{self.id}"), JobAccepted)
@@ -311,9 +419,11 @@ class Job:
         return accepted
 
     def erase(self) -> JobSummary:
-        """Erase the job's documents and texts, keeping a tombstone; `erased_at` is unset while storage is out."""
-        summary = self.client._model(_Call("POST", f"/jobs/{self.id}/erase", ok=(200, 202)), JobSummary)
-        self.status = summary.status
+        """Erase the job's documents and texts, keeping a tombstone (its `erased_at` set). `erase_pending` is then
+        True while the storage did not answer (202): the service finishes the erase once it does."""
+        response = self.client._send(_Call("POST", f"/jobs/{self.id}/erase", ok=(200, 202)))
+        summary = JobSummary.model_validate(response.json())
+        self.status, self.erase_pending = summary.status, response.status_code == 202
         return summary
 
 
@@ -324,13 +434,17 @@ class _Jobs:
     def get(self, job_id: str) -> JobView:
         return self._client.job(job_id).get()
 
+    def page(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> JobList:
+        """One page of the tenant's jobs, newest first, as GET /jobs answers it (`next`: the following page's cursor)."""
+        return self._client._model(_Call("GET", "/jobs", params=_list_params({**filters, "limit": limit}, cursor)),
+                                   JobList)
+
     def list(self, *, page_size: int = 50, **filters: Any) -> Iterator[JobSummary]:
         """The tenant's jobs, newest first, across every page. Filters: status (one or a list), priority,
         batch_id, created_after, created_before, metadata={key: value}."""
         cursor = None
         while True:
-            call = _Call("GET", "/jobs", params=_list_params({**filters, "limit": page_size}, cursor))
-            page = self._client._model(call, JobList)
+            page = self.page(limit=page_size, cursor=cursor, **filters)
             yield from page.jobs
             if not (cursor := page.next):
                 return
@@ -389,17 +503,18 @@ class AsyncClient(_Base):
             await self.http.aclose()
 
     async def _send(self, call: _Call) -> httpx.Response:
+        connects_failed = 0
         for attempt in range(1, self.retry.attempts + 1):
-            last = attempt == self.retry.attempts
             try:
                 with ExitStack() as files:
                     response = await self.http.request(call.method, call.path, **call.kwargs(files))
             except httpx.TransportError as exc:
-                if last:
+                connects_failed += isinstance(exc, (httpx.ConnectError, httpx.TimeoutException))
+                if self.retry.gives_up(attempt, connects_failed):
                     raise self._unreachable(exc) from exc
                 await asyncio.sleep(self.retry.delay(attempt, None))
                 continue
-            if response.status_code not in RETRY_STATUSES or last:
+            if response.status_code not in RETRY_STATUSES or self.retry.gives_up(attempt, 0):
                 return self._answer(call, response)
             await asyncio.sleep(self.retry.delay(attempt, response))
         raise AssertionError("unreachable")
@@ -423,6 +538,7 @@ class AsyncJob:
 
     def __init__(self, client: AsyncClient, job_id: str, status: JobStatus | None = None) -> None:
         self.client, self.id, self.status = client, job_id, status
+        self.erase_pending = False
 
     def __repr__(self) -> str:
         return f"AsyncJob({self.id!r}, status={self.status!r})"
@@ -458,9 +574,47 @@ class AsyncJob:
             after = listing.next_after
 
     async def result(self, format: ResultFormat | None = None) -> str | bytes | dict[str, Any]:
-        call = _Call("GET", f"/jobs/{self.id}/result", params={"format": format} if format else None,
-                     follow_redirects=True)
-        return _result_value(await self.client._send(call), format)
+        return _result_value(await self.client._send(_result_call(self.id, format)), format)
+
+    async def content(self, format: ResultFormat | None = None) -> bytes:
+        return (await self.client._send(_result_call(self.id, format))).content
+
+    async def save(self, path: str | os.PathLike[str], format: ResultFormat | None = None) -> Path:
+        target = Path(path)
+        target.write_bytes(await self.content(format))
+        return target
+
+    async def events(self, *, last_event_id: str | None = None) -> AsyncIterator[Event]:
+        """As `Job.events`."""
+        last, failures = last_event_id, 0
+        while True:
+            path, headers = _events_request(self.id, last)
+            try:
+                async with aconnect_sse(self.client.http, "GET", path, headers=headers,
+                                        timeout=STREAM_TIMEOUT) as source:
+                    if (refused := _stream_refusal(source)) is not None:
+                        await refused.aread()
+                        failures += 1
+                        if refused.status_code not in RETRY_STATUSES or self.client.retry.gives_up(failures, 0):
+                            raise OcrqError.from_response(refused)
+                        await asyncio.sleep(self.client.retry.delay(failures, refused))
+                        continue
+                    async for sse in source.aiter_sse():
+                        if (event := _event(sse)) is None:
+                            continue
+                        failures, last = 0, event.id or last
+                        yield event
+                        if event.terminal:
+                            return
+            except httpx.TransportError as exc:
+                failures += 1
+                if self.client.retry.gives_up(failures, 0):
+                    raise self.client._unreachable(exc) from exc
+            else:
+                failures += 1
+                if self.client.retry.gives_up(failures, 0):
+                    raise OcrqError(None, "stream_ended", f"the event stream of job {self.id} kept ending early")
+            await asyncio.sleep(self.client.retry.delay(failures, None))
 
     async def cancel(self) -> JobAccepted:
         accepted = await self.client._model(_Call("DELETE", f"/jobs/{self.id}"), JobAccepted)
@@ -468,8 +622,9 @@ class AsyncJob:
         return accepted
 
     async def erase(self) -> JobSummary:
-        summary = await self.client._model(_Call("POST", f"/jobs/{self.id}/erase", ok=(200, 202)), JobSummary)
-        self.status = summary.status
+        response = await self.client._send(_Call("POST", f"/jobs/{self.id}/erase", ok=(200, 202)))
+        summary = JobSummary.model_validate(response.json())
+        self.status, self.erase_pending = summary.status, response.status_code == 202
         return summary
 
 
@@ -480,11 +635,14 @@ class _AsyncJobs:
     async def get(self, job_id: str) -> JobView:
         return await self._client.job(job_id).get()
 
+    async def page(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> JobList:
+        return await self._client._model(
+            _Call("GET", "/jobs", params=_list_params({**filters, "limit": limit}, cursor)), JobList)
+
     async def list(self, *, page_size: int = 50, **filters: Any) -> AsyncIterator[JobSummary]:
         cursor = None
         while True:
-            call = _Call("GET", "/jobs", params=_list_params({**filters, "limit": page_size}, cursor))
-            page = await self._client._model(call, JobList)
+            page = await self.page(limit=page_size, cursor=cursor, **filters)
             for job in page.jobs:
                 yield job
             if not (cursor := page.next):

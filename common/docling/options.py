@@ -60,6 +60,7 @@ class ConvertOptions:
     from_formats: tuple[str, ...] = ALL_FROM_FORMATS
     ocr: str = "auto"
     pages: str | None = None
+    page_range: tuple[int, int] | None = None
     page_break: str = ""
 
 
@@ -120,7 +121,8 @@ def _checked(options: dict[str, Any]) -> ConvertOptions:
         raise _refused("md_page_break_placeholder", "must be a string of at most 256 characters")
     return ConvertOptions(to_formats=to_formats, from_formats=from_formats,
                           ocr="always" if force_ocr else "auto" if do_ocr else "never",
-                          pages=_pages(options.get("page_range")), page_break=placeholder)
+                          pages=_pages(options.get("page_range")), page_break=placeholder,
+                          page_range=tuple(options["page_range"]) if options.get("page_range") else None)
 
 
 def _strings(options: dict[str, Any], name: str, *, default: list[str]) -> list[str]:

@@ -99,9 +99,11 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: ConvertOpt
     """The job of one docling conversion, checked and queued as any other (limits, SSRF guard, page selection)."""
     if not admits(options, source.filename):
         raise Rejected(422, "option from_formats: it excludes this document's format", code="format_excluded")
+    asked = {"to_formats": list(options.to_formats), "md_page_break_placeholder": options.page_break}
+    if options.page_range:
+        asked["page_range"] = list(options.page_range)  # read by common.jobs.service.clamps_pages
     job_options = JobOptions(pages=options.pages, output="markdown", ocr=options.ocr, priority=priority,
-                             metadata={META_KEY: {"to_formats": list(options.to_formats),
-                                                  "md_page_break_placeholder": options.page_break}})
+                             metadata={META_KEY: asked})
     return jobs.submit(svc, tenant_id=tenant_id, source=source, options=job_options)
 
 

@@ -10,20 +10,21 @@ _SINGLE = re.compile(r"\s*([0-9]+)\s*")
 _RANGE = re.compile(r"\s*([0-9]*)\s*-\s*([0-9]*)\s*")
 
 
-def parse_page_ranges(spec: str | None, page_count: int) -> list[int]:
-    """0-based, sorted, deduplicated page indexes selected by a 1-based spec; None or "" means all."""
+def parse_page_ranges(spec: str | None, page_count: int, *, clamp: bool = False) -> list[int]:
+    """0-based, sorted, deduplicated page indexes selected by a 1-based spec; None or "" means all. With `clamp`, a
+    range that runs past the document ends at its last page (a range that starts past it is still refused)."""
     if page_count <= 0:
         raise PageRangeError("The document has no pages to select.")
     if spec is None or not spec.strip():
         return list(range(page_count))
     selected: set[int] = set()
     for part in spec.split(","):
-        first, last = _bounds(part, spec, page_count)
+        first, last = _bounds(part, spec, page_count, clamp=clamp)
         selected.update(range(first - 1, last))
     return sorted(selected)
 
 
-def _bounds(part: str, spec: str, page_count: int) -> tuple[int, int]:
+def _bounds(part: str, spec: str, page_count: int, *, clamp: bool) -> tuple[int, int]:
     if match := _SINGLE.fullmatch(part):
         first = last = _number(match[1])
     elif (match := _RANGE.fullmatch(part)) and (match[1] or match[2]):
@@ -36,7 +37,9 @@ def _bounds(part: str, spec: str, page_count: int) -> tuple[int, int]:
         )
     if first < 1 or last < 1:
         raise PageRangeError(f"Invalid page selection {spec!r}: pages are numbered from 1.")
-    if (beyond := max(first, last)) > page_count:
+    if clamp and first <= page_count < last:
+        last = page_count
+    if (beyond := first if clamp else max(first, last)) > page_count:
         pages = "page" if page_count == 1 else "pages"
         raise PageRangeError(
             f"Invalid page selection {spec!r}: page {beyond} is beyond the end of the document, "

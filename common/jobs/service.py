@@ -32,6 +32,10 @@ from common.tenancy.s3_grants import InvalidLocation, NotGranted, S3Location, Un
 log = logging.getLogger("ocrq.jobs")
 
 
+# docling's page_range ends where the document does instead of being refused past it (docling's base_pipeline
+# keeps the pages in range); common.docling marks its jobs so in their metadata.
+CLAMPED_BY = ("docling", "page_range")
+
 REJECTION_STATUS = {"unsupported_type": 415, "empty_file": 400, "too_many_pages": 413, "macros_refused": 415,
                     "office_unavailable": 415}
 
@@ -56,7 +60,7 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
     _check_outbound(svc, options.webhook_url, field="webhook_url")
     key, info, pages, size, profile = None, None, [], None, None
     if source.kind == "upload":
-        info, pages = _check_document(svc, source.path, options.pages)
+        info, pages = _check_document(svc, source.path, options.pages, clamp=clamps_pages(options.metadata))
         key = source_key(tenant_id=tenant_id, job_id=job_id)
         size = source.path.stat().st_size
         with source.path.open("rb") as body:
@@ -90,12 +94,19 @@ def submit(svc: Services, *, tenant_id: str, source: Source, options: JobOptions
     return job
 
 
-def _check_document(svc: Services, path: Path, pages: str | None) -> tuple[DocumentInfo, list[int]]:
+def clamps_pages(metadata: dict | None) -> bool:
+    """Whether a job's page selection ends at the document's end rather than being refused past it."""
+    entry = (metadata or {}).get(CLAMPED_BY[0])
+    return isinstance(entry, dict) and entry.get(CLAMPED_BY[1]) is not None
+
+
+def _check_document(svc: Services, path: Path, pages: str | None, *,
+                    clamp: bool) -> tuple[DocumentInfo, list[int]]:
     try:
         info = inspect(path, limits=svc.limits)
         if not info.page_count:  # an office file: split by the worker once it is converted
             return info, []
-        return info, parse_page_ranges(pages, info.page_count)
+        return info, parse_page_ranges(pages, info.page_count, clamp=clamp)
     except DocumentRejected as exc:
         raise Rejected(REJECTION_STATUS.get(exc.code, 422), str(exc), code=exc.code) from exc
     except PageRangeError as exc:

@@ -17,8 +17,8 @@ from rich.console import Console
 from sqlalchemy import func, select
 
 from cli import ingest as ingesting
-from cli.client import Client
 from common.jobs.models import Job
+from ocrq.client import Client
 from tests.batches.support import (
     new_bucket,
     read_manifest,
@@ -194,8 +194,7 @@ def test_ocrq_ingest_waits_with_a_progress_bar(stack, s3, capsys):
     out = s3.client()
     bucket = new_bucket(out)
     upload(out, bucket, {f"in/{i}.png": word_image(word_for(i)) for i in range(3)} | {"in/x.txt": b"x"})
-    cli = Client(url="http://testserver", key=KEY_A)
-    cli.http = stack.client(KEY_A)
+    cli = Client(http=stack.client(KEY_A))
     body = {"input_prefix": f"s3://{bucket}/in/", "output_prefix": f"s3://{bucket}/out/", "output": "text"}
     screen = io.StringIO()
     assert ingesting.run(cli, body=body, wait=True, interval=0.2, console=Console(file=screen, width=200))

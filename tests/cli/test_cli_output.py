@@ -7,17 +7,24 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
-from cli import client, submit
+from cli import connect, submit
+from ocrq.client import OcrqError
 
 
-def test_a_validation_error_reads_as_a_sentence():
+def test_a_refusal_reads_as_the_apis_code_and_sentence():
     body = {"detail": [{"type": "literal_error", "loc": ["query", "format"],
                         "msg": "Input should be 'markdown', 'text' or 'json'", "input": "pdf"}]}
-    message = client._detail(httpx.Response(422, json=body))
+    message = OcrqError.from_response(httpx.Response(422, json=body)).message
     assert message == "format: Input should be 'markdown', 'text' or 'json'"
     assert "{" not in message and "[" not in message
-    assert client._detail(httpx.Response(404, json={"detail": "no such job"})) == "no such job"
-    assert client._detail(httpx.Response(502, text="<html>bad gateway</html>")) == "<html>bad gateway</html>"
+    refused = OcrqError.from_response(httpx.Response(404, json={"code": "not_found", "detail": "no such job"}))
+    assert connect.explain(refused, url="http://h", about="abc") == "abc: 404 not_found: no such job"
+    proxy = OcrqError.from_response(httpx.Response(502, text="<html>bad gateway</html>"))
+    assert (proxy.code, proxy.message) == ("http_502", "<html>bad gateway</html>")
+    assert connect.explain(OcrqError(401, "unauthorized", "bad key"), url="http://h").startswith(
+        "the API key was refused: pass --key")
+    assert connect.explain(OcrqError(None, "unreachable", "ConnectError"), url="http://h") == (
+        "cannot reach ocrq at http://h: is `ocrq serve` (or `ocrq api`) running?")
 
 
 def test_the_url_recorded_by_serve_is_the_default(tmp_path, monkeypatch):
@@ -26,12 +33,12 @@ def test_the_url_recorded_by_serve_is_the_default(tmp_path, monkeypatch):
     from common.settings import get_settings
     get_settings.cache_clear()
     try:
-        assert client.default_url() == "http://127.0.0.1:8000"
-        client.url_file().write_text("http://127.0.0.1:8790\n")
-        assert client.Client().url == "http://127.0.0.1:8790"
+        assert connect.default_url() == "http://127.0.0.1:8000"
+        connect.url_file().write_text("http://127.0.0.1:8790\n")
+        assert connect.connect().url == "http://127.0.0.1:8790"
         monkeypatch.setenv("OCRQ_URL", "http://127.0.0.1:9000")
-        assert client.Client().url == "http://127.0.0.1:9000"
-        assert client.Client(url="http://h:1/").url == "http://h:1"
+        assert connect.connect().url == "http://127.0.0.1:9000"
+        assert connect.connect(url="http://h:1/").url == "http://h:1"
     finally:
         get_settings.cache_clear()
 

@@ -18,7 +18,8 @@ from tests.support.embedded import ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # Run in this order, one bash script: later sections use the KEY, URL and JOB set by earlier ones.
 RUN = ("Upload a document, read its text", "Using it", "Your jobs: lists, pages as they finish, live events, erase",
-       "Erase a job", "Convert a file through docling's routes", "Try it", "Read a page through MCP")
+       "Erase a job", "Convert a file through docling's routes", "Try it", "Read a page through MCP",
+       "Use it from Python")
 # Sections whose examples cannot run on this machine, and what tests them instead.
 ELSEWHERE = {
     "ocrq": "the two commands again, as under the next heading",
@@ -99,3 +100,5 @@ def test_the_using_it_examples_work_as_written(embedded_server, tmp_path):
     assert "LinnSequencer" in converted["document"]["text_content"] and '"code":"url_refused"' in out
     assert '"page_content":' in out and '"source":"typewriter.png"' in out
     assert "['list_jobs', 'result', 'submit', 'wait']" in out and "succeeded <!-- page 1 -->" in out
+    # docs/client.md: the Python client against ocrq serve, its live events, and the API's own JobView.
+    assert "client events ['page.done', 'job.succeeded']" in out and "client succeeded 1 True" in out

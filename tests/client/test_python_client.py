@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -22,6 +24,7 @@ from ocrq import AsyncClient, Client, OcrqError, Retry
 from ocrq.client import retry_after
 from tests.conftest import KEY_A, KEY_B
 from tests.formats.pages import one_column
+from tests.support.api_process import ApiProcess
 from tests.support.stack import ROOT
 
 MISSING = "0123456789abcdef0123456789abcdef"
@@ -46,7 +49,7 @@ def page_png() -> bytes:
     return buffer.getvalue()
 
 
-def test_submit_wait_and_read_every_way(tenant_a, page_png):
+def test_submit_wait_and_read_every_way(tenant_a, page_png, tmp_path):
     ref = uuid.uuid4().hex
     job = tenant_a.submit(page_png, filename="survey.png", output="markdown", metadata={"ref": ref})
     assert job.status == "queued"
@@ -67,9 +70,16 @@ def test_submit_wait_and_read_every_way(tenant_a, page_png):
     assert "granite" in pages[0].text and pages[0].blocks
 
     assert [j.id for j in tenant_a.jobs.list(metadata={"ref": ref})] == [job.id]
+    assert job.content("markdown").decode() == markdown
+    assert job.save(tmp_path / "survey.pdf", "pdf").read_bytes().startswith(b"%PDF")
+
+    events = list(job.events())  # the whole stream again, from its first event, to the terminal one
+    assert [e.type for e in events] == ["page.done", "job.succeeded"] and all(e.id for e in events)
+    assert events[-1].data["status"] == "succeeded" and events[-1].terminal
+    assert [e.type for e in job.events(last_event_id=events[0].id)] == ["job.succeeded"]
 
     erased = job.erase()
-    assert erased.erased_at is not None
+    assert erased.erased_at is not None and not job.erase_pending
     with pytest.raises(OcrqError) as refused:
         job.result("markdown")
     assert (refused.value.status, refused.value.code) == (410, "erased")
@@ -148,6 +158,82 @@ def test_a_lost_answer_is_sent_again_with_the_same_key_and_makes_one_job(api_url
     assert len(keys) == 2 and keys[0] == keys[1]
     uuid.UUID(keys[0])
     assert [j.id for j in tenant_a.jobs.list(metadata={"ref": ref})] == [job.id]
+
+
+def test_the_api_killed_mid_submit_is_retried_into_one_job(settings, tmp_path, page_png):
+    """`ocrq api` SIGKILLs itself once the job is committed, before it answers; the client retries while an `ocrq
+    api` starts again on the same port, which answers the same Idempotency-Key with that same job."""
+    doomed = ApiProcess(settings, log=tmp_path / "doomed.log", extra_env={"OCRQ_FAULT_POINT": "after_commit"})
+    doomed.wait_ready()
+    ended: list[int] = []
+    started: list[ApiProcess] = []
+
+    def start_again() -> None:
+        ended.append(doomed.wait_exit(timeout=120))
+        started.append(ApiProcess(settings, log=tmp_path / "api.log", port=doomed.port))
+
+    posts: list[str] = []
+    http = httpx.Client(base_url=doomed.url, headers={"Authorization": f"Bearer {KEY_A}"}, timeout=30,
+                        event_hooks={"request": [lambda r: posts.append(r.headers.get("idempotency-key", ""))
+                                                 if r.method == "POST" else None]})
+    restart = threading.Thread(target=start_again)
+    restart.start()
+    ref = uuid.uuid4().hex
+    try:
+        with http, Client(http=http, retry=Retry(attempts=120, backoff_s=0.25, max_wait_s=0.5)) as client:
+            job = client.submit(page_png, output="text", metadata={"ref": ref})
+            listed = [j.id for j in client.jobs.list(metadata={"ref": ref})]
+    finally:
+        restart.join(timeout=130)
+        for api in started:
+            api.stop()
+    assert ended == [-signal.SIGKILL]
+    assert len(posts) >= 2 and len(set(posts)) == 1  # sent again, with the same key
+    assert listed == [job.id]
+
+
+class CutStream(httpx.SyncByteStream):
+    """An event stream that sends `first` and then drops, as a restarting server's does."""
+
+    def __init__(self, first: bytes) -> None:
+        self.first = first
+
+    def __iter__(self):
+        yield self.first
+        raise httpx.ReadError("connection reset")
+
+
+def test_a_dropped_event_stream_resumes_after_the_last_event():
+    sent: list[httpx.Request] = []
+    sse = {"content-type": "text/event-stream"}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if len(sent) == 1:
+            return httpx.Response(200, headers=sse, stream=CutStream(
+                b'retry: 2000\n\nid: 7\nevent: page.done\ndata: {"page": 1}\n\n'))
+        return httpx.Response(200, headers=sse, content=b': keep-alive\n\nid: 9\nevent: job.succeeded\n'
+                                                         b'data: {"status": "succeeded"}\n\n')
+
+    client = Client(http=httpx.Client(base_url="http://ocrq.test", transport=httpx.MockTransport(handle)),
+                    retry=Retry(backoff_s=0.01))
+    events = list(client.job("a" * 32).events())
+    assert [(e.id, e.type, e.data) for e in events] == [("7", "page.done", {"page": 1}),
+                                                        ("9", "job.succeeded", {"status": "succeeded"})]
+    assert "last-event-id" not in sent[0].headers and sent[1].headers["last-event-id"] == "7"
+
+
+def test_an_unreachable_server_is_said_after_connect_attempts():
+    tries = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        tries.append(request)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    http = httpx.Client(base_url="http://ocrq.test", transport=httpx.MockTransport(refuse))
+    with pytest.raises(OcrqError) as refused:
+        Client(http=http, retry=Retry(attempts=6, backoff_s=0.01, connect_attempts=2)).job(MISSING).get()
+    assert (refused.value.status, refused.value.code, len(tries)) == (None, "unreachable", 2)
 
 
 def scripted(*answers: httpx.Response):

@@ -61,7 +61,8 @@ def test_docling_client_converts_a_file_through_the_async_routes(api_url, page_f
 
 
 def test_docling_client_submits_a_url_and_polls(api_url, page_server):
-    options = ConvertDocumentsOptions(to_formats=["md", "text"], page_range=(1, 1))
+    # Past the one page's end, which docling cuts at the last page; the worker finds the page count here.
+    options = ConvertDocumentsOptions(to_formats=["md", "text"], page_range=(1, 4))
     with DoclingServiceClient(url=api_url, api_key=KEY_A, status_watcher=StatusWatcherKind.POLLING,
                               poll_server_wait=2, job_timeout=120) as client:
         result = client.convert(source=f"{page_server}/survey.png", options=options)
@@ -187,6 +188,24 @@ def test_page_range_and_page_break_placeholder_are_honoured(api_url, samples):
     assert "LinnSequencer" in markdown.split("<!-- page-break -->")[0]  # page 2 first
     document = DoclingDocument.model_validate(answer.document.json_content)
     assert sorted(document.pages) == [2, 3]
+
+
+def test_a_page_range_past_the_end_ends_at_the_last_page_as_docling_does(api_url, samples):
+    """docling keeps the pages of the range that the document has (base_pipeline, _get_expected_page_nos); a range
+    that starts past the end fails docling's conversion, and ocrq refuses it before queueing."""
+    http = httpx.Client(base_url=api_url, headers={"X-Api-Key": KEY_A}, timeout=120)
+    pdf = (samples / "three-pages.pdf").read_bytes()
+    answer = http.post("/v1/convert/file", data={"page_range": ["3", "9"], "to_formats": ["json"]},
+                       files={"files": ("three-pages.pdf", pdf, "application/pdf")})
+    assert answer.status_code == 200 and answer.json()["status"] == "success", answer.text
+    assert sorted(DoclingDocument.model_validate(answer.json()["document"]["json_content"]).pages) == [3]
+    beyond = http.post("/v1/convert/file/async", data={"page_range": ["4", "9"]},
+                       files={"files": ("three-pages.pdf", pdf, "application/pdf")})
+    assert beyond.status_code == 422 and beyond.json()["code"] == "invalid_pages"
+    assert "page 4 is beyond the end of the document, which has 3 pages" in beyond.json()["detail"]
+    mine = http.post("/jobs", headers={"Authorization": f"Bearer {KEY_A}"}, data={"pages": "3-9"},
+                     files={"file": ("three-pages.pdf", pdf, "application/pdf")})
+    assert mine.status_code == 422 and mine.json()["code"] == "invalid_pages"  # ocrq's own pages= still refuses
 
 
 def test_from_formats_that_exclude_the_document_are_refused(api_url, page_file):

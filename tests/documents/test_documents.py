@@ -549,6 +549,15 @@ def test_page_range_errors(spec, count, fragment):
     assert isinstance(error.value, ValueError)
 
 
+def test_a_clamped_range_ends_at_the_last_page():
+    assert parse_page_ranges("2-9", 3, clamp=True) == [1, 2]
+    assert parse_page_ranges("1,3-8", 4, clamp=True) == [0, 2, 3]
+    with pytest.raises(PageRangeError, match="page 4 is beyond the end"):
+        parse_page_ranges("4-9", 3, clamp=True)
+    with pytest.raises(PageRangeError, match="page 9 is beyond the end"):
+        parse_page_ranges("2-9", 3)
+
+
 # --- limits --------------------------------------------------------------------------------
 
 

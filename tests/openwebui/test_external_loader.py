@@ -24,7 +24,7 @@ import requests
 from langchain_core.documents import Document
 from PIL import Image
 
-from tests.conftest import KEY_A
+from tests.conftest import KEY_A, KEY_B
 from tests.formats.pages import one_column
 from tests.support.stack import ROOT
 
@@ -79,6 +79,22 @@ def test_a_blank_page_says_no_extractable_text(api_url, tmp_path):
     with pytest.raises(LoadError) as refused:
         load(api_url, KEY_A, blank)
     assert refused.value.status == 422 and "No extractable text" in refused.value.body["detail"]
+
+
+def test_the_job_it_makes_is_the_callers_own_on_every_route(api_url, page_file):
+    """The hostile tenant's side: the job behind an answer of /process is not found by another key on any route that
+    reads jobs (ocrq's, docling's), nor in its listing."""
+    job_id = load(api_url, KEY_A, page_file)[0].metadata["ocrq_job_id"]
+    stranger = {"Authorization": f"Bearer {KEY_B}"}
+    for path in (f"/jobs/{job_id}", f"/jobs/{job_id}/result", f"/jobs/{job_id}/pages", f"/jobs/{job_id}/events",
+                 f"/v1/status/poll/{job_id}", f"/v1/result/{job_id}"):
+        answer = requests.get(api_url + path, headers=stranger, timeout=30)
+        assert answer.status_code == 404 and answer.json()["code"] == "not_found", (path, answer.text)
+    assert requests.post(f"{api_url}/jobs/{job_id}/erase", headers=stranger, timeout=30).status_code == 404
+    listed = requests.get(f"{api_url}/jobs", headers=stranger, params={"limit": 200}, timeout=30).json()["jobs"]
+    assert job_id not in [job["id"] for job in listed]
+    mine = requests.get(f"{api_url}/jobs/{job_id}", headers={"Authorization": f"Bearer {KEY_A}"}, timeout=30)
+    assert mine.json()["status"] == "succeeded" and mine.json()["metadata"] == {"via": "open-webui"}
 
 
 def test_without_a_good_key_it_is_401(api_url, page_file):

@@ -20,8 +20,9 @@ from tests.support.stack import ROOT, settings_env
 class ApiProcess:
     """Started with `launch`, then `wait_ready`; several can start side by side."""
 
-    def __init__(self, settings: Settings, *, log: Path, extra_env: dict[str, str] | None = None) -> None:
-        self.port, self.log = free_port(), log
+    def __init__(self, settings: Settings, *, log: Path, extra_env: dict[str, str] | None = None,
+                 port: int | None = None) -> None:
+        self.port, self.log = port or free_port(), log
         self.url = f"http://127.0.0.1:{self.port}"
         env = os.environ.copy() | settings_env(settings) | (extra_env or {})
         self.process = subprocess.Popen(

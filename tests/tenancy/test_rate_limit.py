@@ -10,9 +10,9 @@ import redis
 from PIL import Image
 
 from api.app import create_app
-from cli.client import Client
 from common.settings import Settings
 from common.tenancy.rate_limit import LocalRateLimiter, NoLimit, RedisRateLimiter, make_rate_limiter
+from ocrq.client import Client
 from tests.conftest import KEY_A, KEY_B, make_settings
 from tests.support.live_server import live_server
 from tests.support.stack import Stack
@@ -91,14 +91,14 @@ def test_a_redis_broker_gets_the_redis_limiter(tmp_path, redis_url):
         limiter.close()
 
 
-def test_the_cli_client_waits_out_a_429_and_resends_the_whole_file(tmp_path, pg_url, redis_url, s3):
+def test_the_client_waits_out_a_429_and_resends_the_whole_file(tmp_path, pg_url, redis_url, s3):
     settings = make_settings(home=tmp_path / "home", pg_url=pg_url, redis_url=redis_url, s3=s3,
                              storage_url="s3://ocrq-test/cli-limited", rate_limit_rps=1, rate_limit_burst=1)
     document = tmp_path / "page.png"
     Image.new("RGB", (48, 24), "white").save(document)
     with live_server(create_app(settings)) as url:
-        client = Client(url=url, key=KEY_A)
-        started = time.monotonic()
-        jobs = [client.submit(document, options={"output": "text"}) for _ in range(2)]
-        assert time.monotonic() - started >= 0.5  # the second was refused once and sent again
-    assert all(job["status"] == "queued" for job in jobs) and jobs[0]["id"] != jobs[1]["id"]
+        with Client(url, KEY_A) as client:
+            started = time.monotonic()
+            jobs = [client.submit(document, output="text") for _ in range(2)]
+            assert time.monotonic() - started >= 0.5  # the second was refused once and sent again
+    assert all(job.status == "queued" for job in jobs) and jobs[0].id != jobs[1].id

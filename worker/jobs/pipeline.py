@@ -20,6 +20,7 @@ from common.events import service as events
 from common.formats.structure import estimated, page_confidence
 from common.jobs import states as job_states
 from common.jobs.models import Job, Page, page_rows
+from common.jobs.service import clamps_pages
 from common.log_format import bind_job
 from common.netguard import FetchError
 from common.object_keys import source_key
@@ -115,7 +116,7 @@ def _split(ctx: WorkerContext, job: Job) -> bool:
             if kind in OFFICE_KINDS and exc.code == "too_many_pages":
                 raise office.too_many_pages(ctx.limits.max_pages) from None
             raise
-        indices = parse_page_ranges(job.pages_spec, info.page_count)
+        indices = parse_page_ranges(job.pages_spec, info.page_count, clamp=clamps_pages(job.meta))
     except outages.OUTAGE_TYPES as exc:
         if not (outages.outage_of(exc) and _within_outage_grace(ctx, job)):
             raise
