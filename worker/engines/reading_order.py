@@ -651,7 +651,9 @@ def to_markdown(blocks: list[Block]) -> str:
             # The page's first title is its heading; later ones are sections under it.
             parts.append(f"{'#' if block is first_title else '##'} {join_lines(texts)}")
         elif block.kind == "list":
-            parts.append("\n".join(f"- {_BULLET_MARK.sub('', item, count=1)}" for item in _items(texts)))
+            # A numbered item keeps its number, markdown's own ordered item ("1." or "1)").
+            parts.append("\n".join(item if _NUMBERED.match(item) else f"- {_BULLET_MARK.sub('', item, count=1)}"
+                                   for item in _items(texts)))
         elif block.kind == "table":
             parts.append(_table(block))
         else:
@@ -660,6 +662,7 @@ def to_markdown(blocks: list[Block]) -> str:
 
 
 _BULLET_MARK = re.compile(r"^\s*[•·‣▪◦●○■□–—*-]\s+")
+_NUMBERED = re.compile(r"^\d{1,3}[.)]\s+\S")
 
 
 def _items(texts: list[str]) -> list[str]:
