@@ -10,7 +10,8 @@ Its plain text marks no headings and no tables (n/a); its list items are lines t
 
     .venv/bin/python bench/layout_corpus.py --out /tmp/layouts
     .venv/bin/python bench/layout_scores.py --corpus /tmp/layouts [--jsonl pages.jsonl] [--psm 1,3,4,6]
-            [--no-tesseract] [--kinds list,headings]
+            [--no-tesseract] [--kinds list,headings] [--off tables --off headings]
+    .venv/bin/python bench/layout_scores.py --corpus /tmp/layouts --rescore pages.jsonl
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from rapidfuzz.distance import Levenshtein  # noqa: E402
 
 from common.formats.plain import markdown_to_text  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
+from worker.engines.reading_order import PARAMS, STEPS, Params  # noqa: E402
 
 
 def _squeeze(text: str) -> str:
@@ -144,9 +146,12 @@ def score(page: dict, text: str, *, markup: bool = True) -> dict:
         matched = sum(1 for c in truth_cells if c in left and not left.remove(c))
         row["cell"] = (matched, len(truth_cells), len(read["cell"]))
     if page["kind"] == "table_heading" and markup:
+        # The whole heading, not its first word: "Goods and Passengers" over a table with a "Goods" column.
         heading = next(u["text"] for u in units if u["kind"] == "heading")
-        tables = re.findall(r"<table>.*?</table>", markdown, re.S)
-        row["heading_outside_table"] = heading.split()[0] not in " ".join(tables) and heading.split()[0] in text
+        tables = " ".join(re.findall(r"<table>.*?</table>", markdown, re.S))
+        outside = re.sub(r"<table>.*?</table>", "", markdown, flags=re.S)
+        row["heading_outside_table"] = (fuzz.partial_ratio(heading, outside) >= 90
+                                        and fuzz.partial_ratio(heading, markdown_to_text(tables)) < 90)
     return row
 
 
@@ -228,12 +233,26 @@ def main() -> None:
                         "(1: automatic with its orientation check, 3: automatic without, 4: one column, 6: one block)")
     parser.add_argument("--no-tesseract", action="store_true")
     parser.add_argument("--kinds", help="comma-separated kinds to read (default all)")
+    parser.add_argument("--off", action="append", default=[], choices=STEPS,
+                        help="switch off a step of the reading order (reading_order.STEPS), for an ablation")
+    parser.add_argument("--rescore", type=Path, help="score the readings of a --jsonl file written earlier again")
     args = parser.parse_args()
     from PIL import Image
 
+    if args.rescore:
+        index = {p["name"]: p for p in json.loads((args.corpus / "index.json").read_text())["pages"]}
+        by_reader = {}
+        for line in args.rescore.read_text().splitlines():
+            old = json.loads(line)
+            row = score(index[old["name"]], old["text"], markup=old["reader"] == "ocrq")
+            by_reader.setdefault(old["reader"], []).append(row | {"dropped_lines": old.get("dropped_lines")})
+        for name, rows in by_reader.items():
+            print(f"\n### {name} ({len(rows)} pages)\n\n{table(rows)}")
+        return
+
     index = json.loads((args.corpus / "index.json").read_text())
     pages = [p for p in index["pages"] if not args.kinds or p["kind"] in args.kinds.split(",")]
-    engine = CpuEngine()
+    engine = CpuEngine(order=Params(steps=PARAMS.steps - set(args.off)))
     psms = [] if args.no_tesseract else args.psm.split(",")
     by_reader: dict[str, list[dict]] = {"ocrq": [], **{f"tess psm {p}": [] for p in psms}}
     seconds: dict[str, float] = dict.fromkeys(by_reader, 0.0)

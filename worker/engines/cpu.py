@@ -71,7 +71,8 @@ class CpuEngine:
     def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True, show_through: bool = True,
                  split: bool = True, runtime: inference.Runtime = "openvino", quantised: bool = False,
                  fast: bool = True, confirm_below: float = cascade.CONFIRM_BELOW,
-                 params_override: dict | None = None, tables: bool = True) -> None:
+                 params_override: dict | None = None, tables: bool = True,
+                 order: reading_order.Params = reading_order.PARAMS) -> None:
         from rapidocr import RapidOCR
 
         # PaddleOCR's own unclip ratio: rapidocr's 1.6 makes a line's box take in strokes of the next
@@ -105,6 +106,7 @@ class CpuEngine:
         self._dropped: Counter[str] = Counter()
         self._slivers = 0
         self._tables_on = tables
+        self._order = order
         self.model = "rapidocr-3.10/PP-OCRv6" + (" tiny, small where unsure" if self._cascade else "")
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
@@ -139,7 +141,8 @@ class CpuEngine:
             lines = _with_bullets(reading[0], self._lines(*reading))
             read = time.perf_counter()
             blocks = reading_order.order_blocks(lines, height=reading[0].shape[0],
-                                                split=partial(self._cut_bridge, reading[0]) if self._split_on else None)
+                                                split=partial(self._cut_bridge, reading[0]) if self._split_on else None,
+                                                params=self._order)
             if self._tables_on:
                 blocks = cpu_tables.with_tables(reading[0], blocks, recognise=partial(self._recognise, reading[0]))
         except Exception as exc:  # onnxruntime raises plain RuntimeError/ValueError on odd inputs

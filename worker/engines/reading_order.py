@@ -49,8 +49,7 @@ class Params:
     # A short line ending no sentence, after a line that ends one, this many of the paragraph's line pitches below
     # it, is a heading however tall (and so is a block's first line this many pitches above the next): a heading of
     # 1.1 times the body's size had a box 1.03 times as tall as the line under it, and read into the paragraph
-    # around it (issue 56). A paragraph's lines are one pitch apart; a 1.1x heading's spacing puts the next line
-    # about 1.45 pitches under it.
+    # around it (issue 56). A paragraph's lines are one pitch apart, give or take the boxes' 0.1.
     heading_gap: float = 1.3
     # A list's marker ("1.", "a)", "•") in a box of its own, this many line heights or fewer left of the line of
     # its row, is that line's start: read apart, the number was a paragraph of its own and its item not an item.
