@@ -12,6 +12,7 @@ Its plain text marks no headings and no tables (n/a); its list items are lines t
     .venv/bin/python bench/layout_scores.py --corpus /tmp/layouts [--jsonl pages.jsonl] [--psm 1,3,4,6]
             [--no-tesseract] [--kinds list,headings] [--off tables --off headings]
     .venv/bin/python bench/layout_scores.py --corpus /tmp/layouts --rescore pages.jsonl
+    .venv/bin/python bench/layout_scores.py --corpus /tmp/layouts --ablate
 """
 
 from __future__ import annotations
@@ -212,6 +213,43 @@ def best_per_kind(by_reader: dict[str, list[dict]], names: list[str]) -> tuple[l
     return rows, chosen
 
 
+def ablation(corpus: Path, pages: list[dict]) -> str:
+    """Each page read once (the detector's and recogniser's readings kept), then ordered with all steps and with
+    each one switched off: the figures of all pages by step left out."""
+    from PIL import Image
+
+    engine = CpuEngine()
+    read = engine._detect_and_read
+    kept: dict[bytes, tuple] = {}
+
+    def once(array):
+        key = array.tobytes()[::997] + bytes(str(array.shape), "ascii")
+        if key not in kept:
+            kept[key] = read(array)
+        return kept[key]
+
+    engine._detect_and_read = once
+    variants = {"(none)": PARAMS.steps, **{step: PARAMS.steps - {step} for step in STEPS}}
+    rows: dict[str, list[dict]] = {name: [] for name in variants}
+    for page in pages:
+        image = Image.open(corpus / f"{page['name']}.png").convert("RGB")
+        for name, steps in variants.items():
+            engine._order = Params(steps=steps)
+            [result] = engine.read([image])
+            rows[name].append(score(page, getattr(result, "text", "")))
+        kept.clear()
+        print(f"{page['name']:>18} read {len(variants)} ways", file=sys.stderr, flush=True)
+    lines = ["| step off | CER | order-free CER | WER | Kendall tau | heading F1 | list-item F1 | table-cell F1 | "
+             "heading outside table |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, group in rows.items():
+        last = table(group).split("\n")
+        [row_all] = [ln for ln in last if ln.startswith("| all |")]
+        kept_line = next((ln for ln in last if ln.startswith("table pages")), "")
+        cells = row_all.strip("|").split("|")[2:]
+        lines.append(f"| {name} |" + "|".join(cells) + f"| {kept_line.rsplit(': ', 1)[-1] if kept_line else '-'} |")
+    return "\n".join(lines)
+
+
 def tesseract(path: Path, *, lang: str, dpi: int, psm: str) -> str:
     """Debian's Tesseract 5 on one page: one thread (its own threads thrash a 2-core machine), the page's language
     and its real dpi."""
@@ -235,6 +273,8 @@ def main() -> None:
     parser.add_argument("--kinds", help="comma-separated kinds to read (default all)")
     parser.add_argument("--off", action="append", default=[], choices=STEPS,
                         help="switch off a step of the reading order (reading_order.STEPS), for an ablation")
+    parser.add_argument("--ablate", action="store_true", help="read each page once, then order its lines again "
+                        "with each step of the reading order switched off in turn: a table of each metric by step")
     parser.add_argument("--rescore", type=Path, help="score the readings of a --jsonl file written earlier again")
     args = parser.parse_args()
     from PIL import Image
@@ -252,6 +292,9 @@ def main() -> None:
 
     index = json.loads((args.corpus / "index.json").read_text())
     pages = [p for p in index["pages"] if not args.kinds or p["kind"] in args.kinds.split(",")]
+    if args.ablate:
+        print(ablation(args.corpus, pages))
+        return
     engine = CpuEngine(order=Params(steps=PARAMS.steps - set(args.off)))
     psms = [] if args.no_tesseract else args.psm.split(",")
     by_reader: dict[str, list[dict]] = {"ocrq": [], **{f"tess psm {p}": [] for p in psms}}
