@@ -44,6 +44,7 @@ from tests.support.embedded import EmbeddedServer  # noqa: E402
 from tests.support.text import levenshtein, normalise  # noqa: E402
 from worker.engines.cascade import CONFIRM_BELOW  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
+from worker.engines.reading_order import PARAMS, Params  # noqa: E402
 
 TESSERACT_LANG = {"en": "eng", "fr": "fra", "de": "deu", "es": "spa", "it": "ita", "nl": "nld", "pt": "por",
                   "sv": "swe", "da": "dan", "zh": "chi_sim", "ja": "jpn"}
@@ -116,7 +117,8 @@ def engine_for(variant: dict, *, threads: int) -> CpuEngine:
     return CpuEngine(threads=threads, reread=params.pop("reread", True), show_through=params.pop("show_through", True),
                      split=params.pop("split", True), runtime=params.pop("runtime", "openvino"),
                      quantised=params.pop("quantised", False), fast=params.pop("fast", True),
-                     confirm_below=params.pop("confirm_below", CONFIRM_BELOW), params_override=params)
+                     confirm_below=params.pop("confirm_below", CONFIRM_BELOW),
+                     order=Params(steps=PARAMS.steps - set(params.pop("off", []))), params_override=params)
 
 
 def ocrq_reader(engine: CpuEngine) -> Callable:

@@ -33,6 +33,7 @@ FONTS = {
 }
 KINDS = ("key_value", "glossary", "justified", "narrow_margins", "headings", "table_heading", "list", "grey")
 SIZE = (1275, 1100)
+DPI = 150
 
 SENTENCES = [
     "The first frost came early that year and killed the late beans in every garden along the lane.",
@@ -199,13 +200,14 @@ def generate(out: Path, *, seed: int, per_kind: int) -> dict:
             # A string seed: a seed space apart from bench/cpu_corpus.py's integers.
             rng = random.Random(f"layouts/{seed}/{kind}/{n}")
             font = rng.choice(sorted(FONTS))
-            px = round(rng.uniform(9, 13) * 150 / 72)
+            px = round(rng.uniform(9, 13) * DPI / 72)
             page = render(kind, rng, font, px)
             _DECKS.pop(id(rng), None)
             name = f"{kind}-{n:02d}"
             page.image.save(out / f"{name}.png")
             truth = "\n".join(unit["text"] for unit in page.units)
-            pages.append({"name": name, "kind": kind, "font": font, "size": px, "truth": truth, "units": page.units})
+            pages.append({"name": name, "kind": kind, "font": font, "size": px, "dpi": DPI, "lang": "en", "truth": truth,
+                          "units": page.units})
     index = {"seed": seed, "pages": pages}
     (out / "index.json").write_text(json.dumps(index, indent=1))
     return index

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from worker.engines.reading_order import Line, join_lines, lines_from_quads, order_blocks, to_markdown
+from worker.engines.reading_order import PARAMS, Line, Params, join_lines, lines_from_quads, order_blocks, to_markdown
 
 
 def _page(rows: list[tuple[str, int, int, int, int]], *, degrees: float = 0.0):
@@ -102,8 +102,12 @@ def test_a_gutter_narrower_than_a_word_space_is_a_gutter_when_it_runs_down_many_
     items = [row for i in range(6) for row in ((f"{i + 1}.", 50, 100 + 40 * i, 70, 125 + 40 * i),
                                                (f"item {i + 1} of the list goes here", 80, 100 + 40 * i, 420,
                                                 125 + 40 * i))]
-    texts = [line.text for block in order_blocks(_page(items), height=1100) for line in block.lines]
+    without = Params(steps=PARAMS.steps - {"markers"})
+    texts = [line.text for block in order_blocks(_page(items), height=1100, params=without) for line in block.lines]
     assert texts == [row[0] for row in items]
+    # Each number is its item's start.
+    texts = [line.text for block in order_blocks(_page(items), height=1100) for line in block.lines]
+    assert texts == [f"{a[0]} {b[0]}" for a, b in zip(items[::2], items[1::2], strict=True)]
 
 
 def test_table_keeps_rows_and_header_footer_stay_apart():
@@ -298,3 +302,68 @@ def test_headings_of_a_little_more_than_body_size_are_titles_and_a_tables_headin
     blocks = order_blocks(_page(cells), height=1100)
     assert [b.kind for b in blocks] == ["title", "table"]
     assert "Passenger figures" not in to_markdown(blocks[1:])
+
+
+def test_a_list_number_boxed_apart_from_its_item_starts_the_item():
+    """The detector boxed a numbered item's "5." apart from its text, two line heights to the left, and the number
+    came back as a paragraph of its own with the item read as plain text (issue 56)."""
+    rows = [("Hay was cut in June if the weather held, turned by hand and carted.", 97, 88, 1024, 118),
+            ("4. A signal box stood at the junction, and its keeper kept a register of every train that", 97, 358, 978,
+             385), ("passed.", 141, 387, 229, 419),
+            ("5.", 99, 431, 126, 453), ("The branch line climbed through three cuttings and a short tunnel before it",
+                                        140, 429, 904, 456), ("reached the quarry.", 142, 459, 345, 489)]
+    markdown = to_markdown(order_blocks(_page(rows), height=1100))
+    assert "\n5. The branch line climbed through three cuttings and a short tunnel before it reached the quarry." \
+        in markdown
+    assert "\n4. A signal box" in markdown and "\n- " not in markdown
+
+
+def test_a_heading_barely_taller_than_the_body_but_set_apart_is_a_heading():
+    """A heading of 1.1 times the body's size had a box 1.03 times as tall as the line under it and read into the
+    paragraph around it ("...summer show. The Branch Line The school closed..."); the boxes are that page's."""
+    rows = [("A carrier brought the post twice a week, weather allowing, and waited at", 99, 151, 1170, 175),
+            ("most mornings in November and lifted only by the middle of the day. The", 96, 176, 1141, 205),
+            ("platform and won a prize for them in the summer show.", 96, 204, 640, 233),
+            ("The Branch Line", 98, 258, 351, 288),
+            ("The school closed for two weeks in October so that children could help", 97, 308, 1156, 337),
+            ("rose, the lower meadow flooded and the cattle were moved to the common.", 98, 338, 1162, 365),
+            ("morning and the figures sent to the county office by card.", 99, 367, 645, 391)]
+    blocks = order_blocks(_page(rows), height=1100)
+    assert [b.kind for b in blocks] == ["text", "title", "text"]
+    assert "\n\n# The Branch Line\n\n" in to_markdown(blocks)
+    # At the top of a block: a heading at the body's own height, set apart from the lines under it.
+    top = [("Winter Months", 98, 100, 300, 129)] + [(text, 100, 146 + 30 * i, 900, 173 + 30 * i)
+                                                     for i, text in enumerate(["one line of the paragraph that goes",
+                                                                               "on and on into the next line of it",
+                                                                               "and ends here."])]
+    assert [b.kind for b in order_blocks(_page(top), height=1100)] == ["title", "text"]
+    # A paragraph's short last line, one pitch under it, is no heading.
+    last = [(text, 100, 100 + 30 * i, 900 if i < 2 else 400, 127 + 30 * i)
+            for i, text in enumerate(["one line of the paragraph that goes", "on and on into the next line of it",
+                                      "and a short last one", "Next paragraph starts here and goes on to the end"])]
+    assert all(b.kind == "text" for b in order_blocks(_page(last), height=1100))
+
+
+def test_a_paragraphs_last_line_and_a_heading_over_a_table_both_stay_out_of_it():
+    """The paragraph's wrapped last word and the heading under it were both one-cell rows over the table, and only
+    the first of such rows was taken out: both stayed in the table (the boxes are that page's)."""
+    rows = [("An old windmill on the ridge had lost its sails but was still used as a store for seed", 98, 94,
+             1112, 124), ("corn.", 99, 134, 167, 160), ("Winter Months", 97, 193, 400, 238)]
+    cells = [["Year", "Passengers", "Goods"], ["1901", "4,210", "1,330"], ["1911", "5,870", "2,015"],
+             ["1921", "3,940", "2,460"]]
+    rows += [(text, 96 + 300 * c, 264 + 42 * r, 96 + 300 * c + 70, 296 + 42 * r)
+             for r, row in enumerate(cells) for c, text in enumerate(row)]
+    blocks = order_blocks(_page(rows), height=1100)
+    assert [b.kind for b in blocks] == ["text", "title", "table"]
+    assert [ln.text for ln in blocks[0].lines][-1] == "corn."
+    assert [[ln.text for ln in row] for row in blocks[2].rows] == cells
+
+
+def test_each_named_step_can_be_switched_off():
+    """A bench run ablates the rules one at a time (issue 56): with "tables" off the same page has no table."""
+    cells = [(text, 100 + 300 * c, 140 + 34 * i, 100 + 300 * c + 90, 165 + 34 * i)
+             for i, row in enumerate([["Year", "Passengers"], ["1901", "4,210"], ["1911", "5,870"]])
+             for c, text in enumerate(row)]
+    assert "table" in [b.kind for b in order_blocks(_page(cells), height=1100)]
+    off = Params(steps=PARAMS.steps - {"tables"})
+    assert "table" not in [b.kind for b in order_blocks(_page(cells), height=1100, params=off)]

@@ -55,6 +55,11 @@ class Params:
     # ...where it touches the box's end (within this share of its height): a lone "I" or "1" clear of the end was
     # dropped as one (issue 56).
     sliver_edge: float = 0.05
+    # A bullet the detector did not box: one round blot of ink, `bullet_size` of the line's box height across,
+    # alone within `bullet_reach` box heights left of a line, in the line's middle half. A "•" two line heights
+    # left of its item's text was not detected, and the items read as one paragraph (issue 56).
+    bullet_reach: float = 3.0
+    bullet_size: tuple[float, float] = (0.12, 0.5)
 
 
 PARAMS = Params()
@@ -66,7 +71,8 @@ class CpuEngine:
     def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True, show_through: bool = True,
                  split: bool = True, runtime: inference.Runtime = "openvino", quantised: bool = False,
                  fast: bool = True, confirm_below: float = cascade.CONFIRM_BELOW,
-                 params_override: dict | None = None, tables: bool = True) -> None:
+                 params_override: dict | None = None, tables: bool = True,
+                 order: reading_order.Params = reading_order.PARAMS) -> None:
         from rapidocr import RapidOCR
 
         # PaddleOCR's own unclip ratio: rapidocr's 1.6 makes a line's box take in strokes of the next
@@ -100,6 +106,7 @@ class CpuEngine:
         self._dropped: Counter[str] = Counter()
         self._slivers = 0
         self._tables_on = tables
+        self._order = order
         self.model = "rapidocr-3.10/PP-OCRv6" + (" tiny, small where unsure" if self._cascade else "")
 
     def read(self, images: list[Image.Image]) -> list[PageText | EngineError]:
@@ -131,10 +138,11 @@ class CpuEngine:
                 reading = self._detect_and_read(_without_show_through(reading[0]))
                 # The page's own light text goes with the show-through: its lines from the first reading come back.
                 reading = _with_lines(reading, first, faint & sure)
-            lines = self._lines(*reading)
+            lines = _with_bullets(reading[0], self._lines(*reading))
             read = time.perf_counter()
             blocks = reading_order.order_blocks(lines, height=reading[0].shape[0],
-                                                split=partial(self._cut_bridge, reading[0]) if self._split_on else None)
+                                                split=partial(self._cut_bridge, reading[0]) if self._split_on else None,
+                                                params=self._order)
             if self._tables_on:
                 blocks = cpu_tables.with_tables(reading[0], blocks, recognise=partial(self._recognise, reading[0]))
         except Exception as exc:  # onnxruntime raises plain RuntimeError/ValueError on odd inputs
@@ -372,6 +380,38 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
     (ax0, ay0), (ax1, ay1) = a.min(axis=0), a.max(axis=0)
     (bx0, by0), (bx1, by1) = b.min(axis=0), b.max(axis=0)
     return min(ax1, bx1) > max(ax0, bx0) and min(ay1, by1) > max(ay0, by0)
+
+
+def _with_bullets(array: np.ndarray, lines: list[reading_order.Line], params: Params = PARAMS
+                  ) -> list[reading_order.Line]:
+    """The lines, each with a bullet the detector did not box left of it (Params.bullet_reach) put before its text
+    ("• ") and its box widened to it, so the reading order sees a list's item."""
+    import cv2
+
+    gray = _darkest(array)
+    for line in lines:
+        if not line.text or reading_order.starts_list(line.text):
+            continue
+        x0, y0, x1, y1 = line.box
+        h = y1 - y0
+        left = max(0, int(x0 - params.bullet_reach * h))
+        if h < 8 or x0 - left < h or any(o is not line and o.box[0] < x0 and o.box[2] > left and o.box[1] < y1
+                                           and o.box[3] > y0 for o in lines):
+            continue
+        ink = (gray[y0:y1, left:x0 - 1] < 160).astype(np.uint8)
+        count, _, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
+        blots = [stat for stat in stats[1:] if stat[4] >= 4]
+        if len(blots) != 1:
+            continue
+        bx, by, bw, bh, area = blots[0]
+        lo, hi = params.bullet_size
+        if (lo * h <= bw <= hi * h and lo * h <= bh <= hi * h and 0.6 <= bw / bh <= 1.6 and area >= 0.5 * bw * bh
+                and 0.25 * h <= by + bh / 2 <= 0.75 * h and bx > 0 and bx + bw < ink.shape[1] - 1):
+            shift = x0 - (left + bx)
+            line.text = "• " + line.text
+            line.box = (left + bx, y0, x1, y1)
+            line.key = (line.key[0] - shift, *line.key[1:])
+    return lines
 
 
 def _without_show_through(array: np.ndarray) -> np.ndarray:

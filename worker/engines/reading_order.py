@@ -22,6 +22,12 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 _HYPHENS = "-\u2010\u00ad"
 _ENDS_PARAGRAPH = re.compile(r"[.!?。！？]\s*$")  # a title's line does not end so
 _ENDS_SENTENCE = re.compile(r"[.!?:;。！？：；」』”\"')]\s*$")
+_MARKER = re.compile(r"^\s*([•·‣▪◦●○■□–—*-]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s*$")  # a list's marker and nothing else
+
+
+# The reading order's rules, in the order they run: each a step of Params.steps.
+STEPS = ("running_heads", "markers", "spanning_cut", "narrow_gutters", "bridged_gutters", "key_values", "tables",
+         "table_headings", "headings", "split_headings", "titles", "rejoin_columns")
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,14 @@ class Params:
     heading: float = 1.05
     # ...short: at most this share of the next line's width.
     heading_width: float = 0.8
+    # A short line ending no sentence, after a line that ends one, this many of the paragraph's line pitches below
+    # it, is a heading however tall (and so is a block's first line this many pitches above the next): a heading of
+    # 1.1 times the body's size had a box 1.03 times as tall as the line under it, and read into the paragraph
+    # around it (issue 56). A paragraph's lines are one pitch apart, give or take the boxes' 0.1.
+    heading_gap: float = 1.3
+    # A list's marker ("1.", "a)", "•") in a box of its own, this many line heights or fewer left of the line of
+    # its row, is that line's start: read apart, the number was a paragraph of its own and its item not an item.
+    marker_gap: float = 3.0
     # A row gap this wide or wider may end a band of columns (a section break); a narrower one is a paragraph
     # break (one blank line at line spacing up to 1.6 leaves about 2.2).
     section: float = 3.0
@@ -67,6 +81,8 @@ class Params:
     # many line heights wide: glyphs are about half as wide as the line is high. "XXXX" stand-ins, one capitalised
     # word each, made narrow columns of the vLLM path's layout a table read row by row (issue 56).
     unknown_words: float = 5.0
+    # The named steps, each of which a bench run may switch off (bench/layout_scores.py --off, issue 56).
+    steps: frozenset[str] = frozenset(STEPS)
 
 
 PARAMS = Params()
@@ -161,8 +177,11 @@ def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = Non
     """
     if not lines:
         return []
+    on = params.steps
     unit = statistics.median(line.height for line in lines)
-    small = [ln for ln in lines if ln.height <= params.body * unit]
+    if "markers" in on:
+        lines = _with_markers(lines, unit, params)
+    small = [ln for ln in lines if ln.height <= params.body * unit] if "running_heads" in on else []
     heads = _apart([ln for ln in small if ln.key[3] <= params.band * height], lines, unit * params.band_gap, top=True)
     feet = _apart([ln for ln in small if ln.key[1] >= (1 - params.band) * height], lines, unit * params.band_gap,
                   top=False)
@@ -173,13 +192,38 @@ def order_blocks(lines: list[Line], *, height: int, split: Splitter | None = Non
         block.kind = "header"
     for block in footers:
         block.kind = "footer"
-    blocks = _split_headings(_group(_xy_cut(body, unit, split, params), unit, params), params)
+    blocks = _group(_xy_cut(body, unit, split if "bridged_gutters" in on else None, params), unit, params)
+    if "split_headings" in on:
+        blocks = _split_headings(blocks, unit, params)
     for block in blocks:
-        if (block.kind == "text" and not block.whole and len(block.lines) <= 3
+        if ("titles" in on and block.kind == "text" and not block.whole and len(block.lines) <= 3
                 and _block_height(block) >= params.title * unit
                 and not _ENDS_PARAGRAPH.search(block.lines[-1].text or "")):
             block.kind = "title"
-    return headers + _rejoin_columns(blocks) + footers
+    return headers + (_rejoin_columns(blocks) if "rejoin_columns" in on else blocks) + footers
+
+
+def _with_markers(lines: list[Line], unit: float, params: Params) -> list[Line]:
+    """Lines with each list marker read in a box of its own joined to the line right of it in its row."""
+    markers = [ln for ln in lines if ln.text is not None and _MARKER.match(ln.text)]
+    if not markers:
+        return lines
+    joined: dict[int, Line] = {}
+    gone: set[int] = set()
+    for mark in markers:
+        right = [ln for ln in lines if ln is not mark and id(ln) not in gone and ln.text
+                 and abs(ln.centre_y - mark.centre_y) < 0.5 * unit
+                 and 0 <= ln.key[0] - mark.key[2] <= params.marker_gap * unit]
+        if not right or id(mark) in gone:
+            continue
+        line = min(right, key=lambda ln: ln.key[0])
+        key = (mark.key[0], min(mark.key[1], line.key[1]), line.key[2], max(mark.key[3], line.key[3]))
+        box = (min(mark.box[0], line.box[0]), min(mark.box[1], line.box[1]), max(mark.box[2], line.box[2]),
+               max(mark.box[3], line.box[3]))
+        joined[id(line)] = Line(text=f"{mark.text.strip()} {line.text.strip()}", box=box,
+                                confidence=min(mark.confidence, line.confidence), key=key)
+        gone |= {id(mark), id(line)}
+    return [joined.get(id(ln), ln) for ln in lines if id(ln) in joined or id(ln) not in gone]
 
 
 def _apart(band: list[Line], lines: list[Line], gap: float, *, top: bool) -> list[Line]:
@@ -239,25 +283,29 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
                   for ln in lines])
     cols = _gaps([(ln.key[0], ln.key[2]) for ln in lines])
     row, col = _widest(rows), _widest(cols)
-    if col is not None and col[1] - col[0] < 0.5 * unit and not _narrow_gutter(lines, col, unit, params):
+    on = params.steps
+    if col is not None and col[1] - col[0] < 0.5 * unit and not (
+            "narrow_gutters" in on and _narrow_gutter(lines, col, unit, params)):
         col = None
     if col is None and split is not None and (bridged := _bridged_gutter(lines, unit, split, params)):
         return bridged
-    if col is None and row is not None:
+    if col is None and row is not None and "spanning_cut" in on:
         row = _spanning_cut(lines, rows, unit, params) or row
     # A gutter the whole region's height is taken before a row gap of paragraph size, however narrow it is: such a
     # gap that lines up across the columns is two paragraph breaks, not the end of a band of columns.
     if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]
                             or row[1] - row[0] < params.section * unit):
         cut = (col[0] + col[1]) / 2
-        if pairs := _key_values(lines, cut, unit, params):
+        if "key_values" in on and (pairs := _key_values(lines, cut, unit, params)):
             return pairs
-        if _is_table(lines, cut, unit):
+        if "tables" in on and _is_table(lines, cut, unit):
             rows_of_cells = line_rows(lines, unit)
             # Rows of one cell over the table's first row of several: its heading (on 68 of the corpus's 72 table
-            # pages it was the table's first row, issue 56), or the end of the paragraph above.
+            # pages it was the table's first row, issue 56), or the end of the paragraph above; both at once (a
+            # paragraph's last line, then the heading) left the two in the table.
             above: list[Line | Block] = []
-            while len(rows_of_cells) > 2 and len(rows_of_cells[0]) == 1 and len(rows_of_cells[1]) > 1:
+            while ("table_headings" in on and len(rows_of_cells) > 2 and len(rows_of_cells[0]) == 1
+                   and any(len(row) > 1 for row in rows_of_cells[1:3])):
                 [cell] = rows_of_cells.pop(0)
                 text = (cell.text or "").strip()
                 prose = bool(_ENDS_SENTENCE.search(text)) or text[:1].islower()
@@ -510,24 +558,36 @@ def _group(ordered: list[Line | Block], unit: float, params: Params = PARAMS) ->
     return blocks
 
 
-def _split_headings(blocks: list[Block], params: Params) -> list[Block]:
-    """A paragraph's line that ends no sentence, after one that does, taller than the line after it and short
-    (_heads), is a heading between two paragraphs: a heading read into the paragraph above it (issue 56)."""
+def _split_headings(blocks: list[Block], unit: float, params: Params) -> list[Block]:
+    """A paragraph's line that ends no sentence, short and taller than the line after it (_heads) or set apart
+    (Params.heading_gap), is a heading: between two paragraphs after a line that ends a sentence (a heading read
+    into the paragraph above it, issue 56), or a block's first line set apart from the lines under it."""
     out: list[Block] = []
     for block in blocks:
         lines, start = block.lines, 0
-        if block.kind == "text" and not block.whole:
-            for i in range(1, len(lines) - 1):
-                if _ENDS_SENTENCE.search(lines[i - 1].text or "") and _heads(lines[i], lines[i + 1], params):
+        if block.kind == "text" and not block.whole and len(lines) >= 2:
+            pitch = _pitch(lines, unit)
+            if (_heads(lines[0], lines[1], params, ratio=0.0)
+                    and lines[1].centre_y - lines[0].centre_y >= params.heading_gap * _pitch(lines[1:], unit)):
+                out.append(Block("title", [lines[0]]))
+                start = 1
+            for i in range(max(start, 1), len(lines) - 1):
+                if _ENDS_SENTENCE.search(lines[i - 1].text or "") and (
+                        _heads(lines[i], lines[i + 1], params)
+                        or _heads(lines[i], lines[i + 1], params, ratio=0.0)
+                        and lines[i].centre_y - lines[i - 1].centre_y >= params.heading_gap * pitch):
                     out += [Block("text", lines[start:i]), Block("title", [lines[i]])]
                     start = i + 1
         out.append(block if start == 0 else Block("text", lines[start:]))
     return out
 
 
-def _heads(prev: Line, line: Line, params: Params) -> bool:
-    """`prev`, a block's only line, is a heading over `line` (Params.heading)."""
-    return (prev.height >= params.heading * line.height and not _ENDS_SENTENCE.search(prev.text or "")
+def _heads(prev: Line, line: Line, params: Params, *, ratio: float | None = None) -> bool:
+    """`prev`, a block's only line, is a heading over `line` (Params.heading, or `ratio` times its height)."""
+    if "headings" not in params.steps:
+        return False
+    ratio = params.heading if ratio is None else ratio
+    return (prev.height >= ratio * line.height and not _ENDS_SENTENCE.search(prev.text or "")
             and prev.key[2] - prev.key[0] <= params.heading_width * (line.key[2] - line.key[0])
             and line.key[1] > prev.key[3] - 0.2 * line.height)
 
@@ -543,6 +603,11 @@ def _continues(prev: Line, line: Line, unit: float) -> bool:
         return False
     overlap = min(px1, x1) - max(px0, x0)
     return overlap > 0.3 * min(px1 - px0, x1 - x0)
+
+
+def starts_list(text: str) -> bool:
+    """The text starts with a list's marker ("•", "1.", "a)") and goes on."""
+    return bool(_BULLET.match(text))
 
 
 def _key_box(lines: list[Line]) -> tuple[float, float, float, float]:
@@ -585,7 +650,9 @@ def to_markdown(blocks: list[Block]) -> str:
             # The page's first title is its heading; later ones are sections under it.
             parts.append(f"{'#' if block is first_title else '##'} {join_lines(texts)}")
         elif block.kind == "list":
-            parts.append("\n".join(f"- {_BULLET_MARK.sub('', item, count=1)}" for item in _items(texts)))
+            # A numbered item keeps its number, markdown's own ordered item ("1." or "1)").
+            parts.append("\n".join(item if _NUMBERED.match(item) else f"- {_BULLET_MARK.sub('', item, count=1)}"
+                                   for item in _items(texts)))
         elif block.kind == "table":
             parts.append(_table(block))
         else:
@@ -594,6 +661,7 @@ def to_markdown(blocks: list[Block]) -> str:
 
 
 _BULLET_MARK = re.compile(r"^\s*[•·‣▪◦●○■□–—*-]\s+")
+_NUMBERED = re.compile(r"^\d{1,3}[.)]\s+\S")
 
 
 def _items(texts: list[str]) -> list[str]:
