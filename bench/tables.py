@@ -352,10 +352,14 @@ for job in jobs:
         for setting in settings:
             started = time.perf_counter()
             doc.ocr_data = data
-            tables = doc.extract_tables(ocr=ocr, implicit_rows=setting["implicit_rows"],
-                                        implicit_columns=setting["implicit_columns"],
-                                        borderless_tables=setting["borderless_tables"],
-                                        min_confidence=setting["min_confidence"])
+            try:
+                tables = doc.extract_tables(ocr=ocr, implicit_rows=setting["implicit_rows"],
+                                            implicit_columns=setting["implicit_columns"],
+                                            borderless_tables=setting["borderless_tables"],
+                                            min_confidence=setting["min_confidence"])
+                error = None
+            except Exception as exc:  # img2table 2.0.0 fails on some pages (a word of None in a title): no table
+                tables, error = [], repr(exc)
             seconds = ocr_seconds + time.perf_counter() - started
             best = None
             for table in tables:
@@ -374,8 +378,8 @@ for job in jobs:
                          "columns": max((len(r) for r in table.content.values()), default=0), "cells": cells}
                 if best is None or len(cells) > len(best["cells"]):
                     best = found
-            print(json.dumps({"name": job["name"], "setting": setting, "table": best, "seconds": seconds}),
-                  flush=True)
+            print(json.dumps({"name": job["name"], "setting": setting, "table": best, "seconds": seconds,
+                              "error": error}), flush=True)
 """
 DEFAULT_SETTING = {"implicit_rows": True, "implicit_columns": True, "borderless_tables": True, "min_confidence": 50,
                    "psm": 11, "detect_rotation": False}
