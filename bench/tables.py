@@ -616,7 +616,7 @@ def run(out: Path, *, seed: int, tables: int, extra: int, peer_python: str | Non
         peer = {got["name"]: got for got in peer_tables(peer_python, jobs)}
         for spec in index:
             got = peer[spec["name"]]
-            rows.append(_row(spec, "img2table+tesseract", got["table"], got["seconds"]))
+            rows.append(_row(spec, "img2table+tesseract", got["table"], got["seconds"]) | {"error": got["error"]})
     if tesseract:
         for spec in index:
             found, seconds = tesseract_grid(out / spec["pages"][0], TESS_LANG[spec["lang"]])
