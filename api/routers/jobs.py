@@ -224,7 +224,8 @@ def get_result(job_id: str, svc: ServicesDep, session: SessionDep, tenant: Tenan
         return gone
     if job.status != "succeeded":
         return problem(409, f"job is {job.status}", code="not_finished", status=job.status, error=job.error)
-    key = pdf_results.stored_key(job) if fmt == "pdf" else job.result_key and results.object_key(job.result_key, fmt)
+    key = (pdf_results.stored_key(job) if fmt == "pdf" else
+           job.result_key and fmt in results.STORED_FORMATS and results.object_key(job.result_key, fmt))
     if key:
         url = svc.storage.presign(key, ttl_s=svc.settings.presign_ttl_s)
         if url:

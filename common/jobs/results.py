@@ -15,8 +15,9 @@ from common.jobs.models import Job, Page
 TEXT_FORMATS = ("markdown", "text", "json")
 LAYOUT_FORMATS = ("hocr", "alto", "page")  # common/formats; page is a zip of one PAGE XML file a page
 TABLE_FORMATS = ("csv", "xlsx")  # the document's tables; csv is a zip of one CSV a table unless there is one
-STORED_FORMATS = (*TEXT_FORMATS, *LAYOUT_FORMATS, *TABLE_FORMATS)
-FORMATS = (*STORED_FORMATS, "pdf")
+# Tables are built from the pages when asked for, never stored with the result: most jobs have none, few ask.
+STORED_FORMATS = (*TEXT_FORMATS, *LAYOUT_FORMATS)
+FORMATS = (*STORED_FORMATS, *TABLE_FORMATS, "pdf")  # every key a result may have had (older jobs stored tables)
 MEDIA_TYPES = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; charset=utf-8",
                "json": "application/json", "pdf": "application/pdf",
                "hocr": "application/xhtml+xml; charset=utf-8", "alto": "application/xml; charset=utf-8",

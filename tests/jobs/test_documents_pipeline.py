@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from functools import partial
@@ -9,6 +10,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from openpyxl import load_workbook
 
 from common.jobs import states as job_states
 from common.jobs.models import Job, Page
@@ -137,9 +139,12 @@ def test_a_stored_result_deleted_from_file_storage_is_built_again_from_the_pages
         before = {fmt: client.get(f"/jobs/{job_id}/result", params={"format": fmt}) for fmt in ("markdown", "text")}
         stored = sorted(store.rglob("result.*"))
         assert {path.suffix for path in stored} >= {".md", ".txt"}
+        assert not {"result.csv", "result.xlsx"} & {path.name for path in stored}  # built only when asked for
         for path in stored:
             path.unlink()
         for fmt, first in before.items():
             again = client.get(f"/jobs/{job_id}/result", params={"format": fmt})
             assert first.status_code == again.status_code == 200
             assert again.text == first.text and "LinnSequencer" in again.text
+        sheets = client.get(f"/jobs/{job_id}/result", params={"format": "xlsx"})
+        assert sheets.status_code == 200 and load_workbook(io.BytesIO(sheets.content)).sheetnames == ["no tables"]
