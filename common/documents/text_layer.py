@@ -14,6 +14,7 @@ with the text (worker.engines.pictures), the page's source then `mixed`.
 from __future__ import annotations
 
 import ctypes
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,9 @@ class TrustRules:
 
 
 TRUST = TrustRules()
+
+# Font names of fixed-pitch faces (a subset's "ABCDEF+" prefix aside): a run of them is a listing.
+_FIXED_PITCH = re.compile(r"courier|mono|consol|menlo|typewriter|fixed|cmtt|cmsltt|cmitt|lmtt|sftt|tt\d", re.I)
 
 # FPDFText_GetTextObject answering a plain address: the object's identity for each glyph without a ctypes cast,
 # which took a fifth of the page's time.
@@ -134,12 +138,13 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
         red, green, blue, alpha = (ctypes.c_uint() for _ in range(4))
         text = textpage.get_text_range(0, count) if count > 0 else ""
         # Render mode, colour and font are a text object's: looked up once for each object, not for each glyph.
-        styles: dict[int, tuple[bool, bool, float]] = {}
+        styles: dict[int, tuple[bool, bool, float, bool]] = {}
+        flags, font_name = ctypes.c_int(), ctypes.create_string_buffer(128)
         grounds: list[tuple[float, float, float, float]] | None = None  # read for the first pale character
         for i, char in enumerate(text[:count]):
             # pdfium generates only spaces and line breaks, so only those are asked about.
             if char.isspace():
-                chars.append(Char("\n" if char in "\r\n" else " ", (0, 0, 0, 0), 0.0, True))
+                chars.append(Char("\n" if char in "\r\n" else " ", (0, 0, 0, 0), 0.0, False, True))
                 continue
             if pdfium_c.FPDFText_HasUnicodeMapError(raw, i) or char == "\ufffd" or 0xE000 <= ord(char) <= 0xF8FF:
                 unmapped += 1
@@ -152,8 +157,11 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
                     text_object) == pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
                 pale = bool(pdfium_c.FPDFText_GetFillColor(raw, i, red, green, blue, alpha)) and alpha.value > 0 \
                     and min(red.value, green.value, blue.value) >= rules.white_level
-                style = styles[key] = (hidden, pale, pdfium_c.FPDFText_GetFontSize(raw, i) * scale)
-            hidden, pale, size = style
+                pdfium_c.FPDFText_GetFontInfo(raw, i, font_name, len(font_name), flags)
+                # The FixedPitch flag, or the name: neither the standard Courier nor TeX's CMTT sets the flag.
+                mono = bool(flags.value & 0x1) or bool(_FIXED_PITCH.search(font_name.value.decode("latin-1")))
+                style = styles[key] = (hidden, pale, pdfium_c.FPDFText_GetFontSize(raw, i) * scale, mono)
+            hidden, pale, size, mono = style
             invisible += hidden
             pdfium_c.FPDFText_GetCharBox(raw, i, left, right, bottom, top)
             if pale:
@@ -165,7 +173,7 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
                 continue
             box = (max(left.value, 0) * scale, max(height_pt - top.value, 0) * scale,
                    min(right.value, width_pt) * scale, min(height_pt - bottom.value, height_pt) * scale)
-            chars.append(Char(char, box, size, False))
+            chars.append(Char(char, box, size, mono, False))
     finally:
         textpage.close()
     drawn = sum(1 for c in chars if not c.generated)

@@ -16,13 +16,15 @@ class Char:
     text: str
     box: tuple[float, float, float, float]  # x0, y0, x1, y1 in the rendered page's pixels, y down
     size: float  # font size in pixels
+    mono: bool  # in a fixed-pitch font
     generated: bool  # a space or line break pdfium inferred, not drawn
 
 
 def group_lines(chars: list[Char]) -> list[dict]:
     """Runs of drawn characters on one baseline, cut at line breaks, at jumps back or down, and at wide blanks;
     words end at spaces, drawn or inferred by pdfium (a glyph's tight box is no guide: "11" has a gap). Each line
-    is {"text", "box", "words": [{"text", "box", "confidence"}]} in the rendered page's pixels."""
+    is {"text", "box", "mono", "words": [{"text", "box", "confidence"}]} in the rendered page's pixels, mono when
+    all of it is in a fixed-pitch font."""
     lines: list[list[list[Char]]] = []  # lines of words of characters
     current: list[list[Char]] = []
     word: list[Char] = []
@@ -67,8 +69,9 @@ def group_lines(chars: list[Char]) -> list[dict]:
 def _line(words: list[list[Char]]) -> dict:
     boxes = [_union(w) for w in words]
     texts = ["".join(c.text for c in w) for w in words]
-    return {"text": " ".join(texts), "box": [min(b[0] for b in boxes), min(b[1] for b in boxes),
-                                             max(b[2] for b in boxes), max(b[3] for b in boxes)],
+    return {"text": " ".join(texts), "mono": all(c.mono for w in words for c in w),
+            "box": [min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes),
+                    max(b[3] for b in boxes)],
             "words": [{"text": t, "box": b, "confidence": 1.0} for t, b in zip(texts, boxes, strict=True)]}
 
 

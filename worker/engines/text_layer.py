@@ -5,6 +5,7 @@ marked `"picture": true`."""
 
 from __future__ import annotations
 
+import re
 import time
 
 from common.documents.text_layer import TextLayer
@@ -29,6 +30,13 @@ def read(layer: TextLayer, picture_lines: list[dict] | None = None) -> PageText:
         # A picture's lettering is big, but it is not the document's heading.
         if block.kind == "title" and all(by_box.get(tuple(map(int, ln.box)), {}).get("picture") for ln in block.lines):
             block.kind = "text"
+    # Lines all in a fixed-pitch font are a listing: its spaced columns are not a table's cells.
+    code = {id(block) for block in blocks if block.kind in ("table", "text") and all(
+        by_box.get(tuple(map(int, ln.box)), {}).get("mono") for ln in block.lines)}
+    for block in blocks:
+        if id(block) in code:
+            block.lines = [ln for row in block.rows for ln in row] if block.rows else block.lines
+            block.kind, block.rows = "text", None
     as_json = [block.as_json() for block in blocks]
     for block in as_json:
         for line in block["lines"]:
@@ -38,9 +46,49 @@ def read(layer: TextLayer, picture_lines: list[dict] | None = None) -> PageText:
                 if found.get("picture"):
                     line["picture"] = True
     pictures = len(lines) - len(own)
-    return PageText(text=reading_order.to_markdown(blocks), engine=NAME, model="pdf",
+    return PageText(text=to_markdown(blocks, code=code), engine=NAME, model="pdf",
                     confidence=1.0 if not pictures else None, seconds=time.perf_counter() - started, rotation=0,
                     blocks=as_json, details={"lines": len(own), "picture_lines": pictures} | layer.counts)
+
+
+_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
+# A list item's first line: the document's own bullet glyph or number before its text.
+_ITEM = re.compile(r"^\s*([•·‣▪◦●○■□–—*-]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+\S")
+
+
+def to_markdown(blocks: list[reading_order.Block], *, code: set[int] = frozenset()) -> str:
+    """The OCR path's markdown, but paragraphs and list items keep the page's own words as pdftotext gives them: a
+    word broken by a hyphen at a line's end stays broken (the hyphen is the document's), and a bullet stays the
+    document's glyph ("• item", not "- item"); the blocks in `code` (ids: a listing in a fixed-pitch font) are code, line by line."""
+    parts = []
+    first_title = next((b for b in blocks if b.kind == "title"), None)
+    for block in blocks:
+        texts = [t for t in (ln.text.strip() for ln in block.lines) if t]
+        if id(block) in code:
+            parts.append("```\n" + "\n".join(texts) + "\n```")
+        elif block.kind == "title":
+            parts.append(f"{'#' if block is first_title else '##'} {_join(texts)}")
+        elif block.kind == "list":
+            items: list[list[str]] = []
+            for text in texts:
+                if _ITEM.match(text) or not items:
+                    items.append([text])
+                else:
+                    items[-1].append(text)
+            parts.append("\n".join(_join(item) for item in items))
+        elif block.kind == "table":
+            parts.append(reading_order.to_markdown([block]))
+        else:
+            parts.append(_join(texts))
+    return "\n\n".join(p for p in parts if p)
+
+
+def _join(texts: list[str]) -> str:
+    """Lines joined by a space, CJK lines without one."""
+    out = ""
+    for text in texts:
+        out += text if not out or _CJK.match(out[-1]) and _CJK.match(text[0]) else " " + text
+    return out
 
 
 def text_lines(layer: TextLayer) -> list[dict]:
