@@ -80,6 +80,11 @@ def make_document(path: Path, pages: int, seed: int = 7) -> list[list[str]]:
     return truth
 
 
+def words(markdown: str) -> list[str]:
+    """A result's words: heading marks and code fences are markdown's, not the page's."""
+    return [w for w in markdown.replace("#", " ").split() if w != "```"]
+
+
 def f1(ours: list[str], theirs: list[str]) -> float:
     common = sum((Counter(ours) & Counter(theirs)).values())
     return 2 * common / (len(ours) + len(theirs)) if ours or theirs else 1.0
@@ -135,7 +140,7 @@ def main() -> None:
         ref_pages = reference.split("\f")[:count]
         sources = Counter(p["source"] for p in pages)
         order = sum(in_order(p["text"] or "", truth[p["page"] - 1]) for p in pages) / len(pages)
-        rows.append((name, count, seconds, count / seconds, f1(text.replace("#", " ").split(),
+        rows.append((name, count, seconds, count / seconds, f1(words(text),
                                                               " ".join(ref_pages).split()), order, dict(sources)))
     print(f"pdftotext -layout: {args.pages} pages in {pdftotext_s:.2f} s ({args.pages / pdftotext_s:.0f} pages/s)")
     print("| ocr | pages | s | pages/s | word F1 vs pdftotext | lines in order | sources |")
@@ -158,7 +163,7 @@ def real_files(pdfs: list[Path], *, always_pages: int) -> None:
             for ocr, spec in (("auto", None), ("always", f"1-{always_pages}")):
                 seconds, result = run_job(client, pdf, ocr=ocr, pages=spec)
                 pages = result["pages"]
-                ours = " ".join(p["text"] or "" for p in pages).replace("#", " ").split()
+                ours = words(" ".join(p["text"] or "" for p in pages))
                 theirs = " ".join(reference[p["page"] - 1] for p in pages).split()
                 sources = dict(Counter(p["source"] for p in pages))
                 print(f"| {pdf.name} | {ocr} | {len(pages)} | {seconds:.2f} | {len(pages) / seconds:.2f} | "

@@ -14,6 +14,7 @@ with the text (worker.engines.pictures), the page's source then `mixed`.
 from __future__ import annotations
 
 import ctypes
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from .errors import DocumentRejected
 from .isolation import run_isolated
 from .limits import Limits
 from .pdf import check_page_size, open_pdf, render_scale, rendered_size
+from .text_lines import Char, group_lines
 
 
 @dataclass(frozen=True)
@@ -53,20 +55,13 @@ class TrustRules:
 
 TRUST = TrustRules()
 
+# Font names of fixed-pitch faces (a subset's "ABCDEF+" prefix aside): a run of them is a listing.
+_FIXED_PITCH = re.compile(r"courier|mono|consol|menlo|typewriter|fixed|cmtt|cmsltt|cmitt|lmtt|sftt|tt\d", re.I)
+
 # FPDFText_GetTextObject answering a plain address: the object's identity for each glyph without a ctypes cast,
 # which took a fifth of the page's time.
 _text_object_address = ctypes.CFUNCTYPE(ctypes.c_void_p, pdfium_c.FPDF_TEXTPAGE, ctypes.c_int)(
     ctypes.cast(pdfium_c.FPDFText_GetTextObject, ctypes.c_void_p).value)
-
-
-@dataclass(slots=True)
-class Char:
-    text: str
-    box: tuple[float, float, float, float]  # x0, y0, x1, y1 in the rendered page's pixels, y down
-    size: float  # font size in pixels
-    bold: bool
-    mono: bool
-    generated: bool  # a space or line break pdfium inferred, not drawn
 
 
 @dataclass
@@ -75,7 +70,8 @@ class TextLayer:
 
     width: int  # the rendered page's size in pixels, as render_page gives it
     height: int
-    chars: list[Char] = field(default_factory=list)
+    # A trusted page's lines, {"text", "box", "words"} in the rendered page's pixels (text_lines.group_lines).
+    lines: list[dict] = field(default_factory=list)
     trusted: bool = False
     reason: str = ""  # why the page is OCR'd, or "trusted"
     counts: dict = field(default_factory=dict)
@@ -132,6 +128,7 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
     scale = render_scale(width_pt, height_pt, longest_side=limits.longest_side)
     width, height = rendered_size(width_pt, height_pt, longest_side=limits.longest_side)
     layer = TextLayer(width=width, height=height)
+    chars: list[Char] = []
     textpage = page.get_textpage()
     try:
         raw = textpage.raw
@@ -139,15 +136,15 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
         unmapped = invisible = white = outside = 0
         left, bottom, right, top = (ctypes.c_double() for _ in range(4))
         red, green, blue, alpha = (ctypes.c_uint() for _ in range(4))
-        flags = ctypes.c_int()
         text = textpage.get_text_range(0, count) if count > 0 else ""
         # Render mode, colour and font are a text object's: looked up once for each object, not for each glyph.
-        styles: dict[int, tuple[bool, bool, bool, bool, float]] = {}
+        styles: dict[int, tuple[bool, bool, float, bool]] = {}
+        flags, font_name = ctypes.c_int(), ctypes.create_string_buffer(128)
         grounds: list[tuple[float, float, float, float]] | None = None  # read for the first pale character
         for i, char in enumerate(text[:count]):
             # pdfium generates only spaces and line breaks, so only those are asked about.
             if char.isspace():
-                layer.chars.append(Char("\n" if char in "\r\n" else " ", (0, 0, 0, 0), 0.0, False, False, True))
+                chars.append(Char("\n" if char in "\r\n" else " ", (0, 0, 0, 0), 0.0, False, True))
                 continue
             if pdfium_c.FPDFText_HasUnicodeMapError(raw, i) or char == "\ufffd" or 0xE000 <= ord(char) <= 0xF8FF:
                 unmapped += 1
@@ -160,11 +157,11 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
                     text_object) == pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
                 pale = bool(pdfium_c.FPDFText_GetFillColor(raw, i, red, green, blue, alpha)) and alpha.value > 0 \
                     and min(red.value, green.value, blue.value) >= rules.white_level
-                pdfium_c.FPDFText_GetFontInfo(raw, i, None, 0, flags)
-                bold = pdfium_c.FPDFText_GetFontWeight(raw, i) >= 600 or bool(flags.value & 0x40000)
-                style = styles[key] = (hidden, pale, bold, bool(flags.value & 0x1),
-                                       pdfium_c.FPDFText_GetFontSize(raw, i) * scale)
-            hidden, pale, bold, mono, size = style
+                pdfium_c.FPDFText_GetFontInfo(raw, i, font_name, len(font_name), flags)
+                # The FixedPitch flag, or the name: neither the standard Courier nor TeX's CMTT sets the flag.
+                mono = bool(flags.value & 0x1) or bool(_FIXED_PITCH.search(font_name.value.decode("latin-1")))
+                style = styles[key] = (hidden, pale, pdfium_c.FPDFText_GetFontSize(raw, i) * scale, mono)
+            hidden, pale, size, mono = style
             invisible += hidden
             pdfium_c.FPDFText_GetCharBox(raw, i, left, right, bottom, top)
             if pale:
@@ -176,13 +173,13 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
                 continue
             box = (max(left.value, 0) * scale, max(height_pt - top.value, 0) * scale,
                    min(right.value, width_pt) * scale, min(height_pt - bottom.value, height_pt) * scale)
-            layer.chars.append(Char(char, box, size, bold, mono, False))
+            chars.append(Char(char, box, size, mono, False))
     finally:
         textpage.close()
-    drawn = sum(1 for c in layer.chars if not c.generated)
+    drawn = sum(1 for c in chars if not c.generated)
     bounds = _picture_bounds(page)
     pictures = _picture_area(bounds, width_pt, height_pt)
-    text_area = sum((c.box[2] - c.box[0]) * (c.box[3] - c.box[1]) for c in layer.chars if not c.generated)
+    text_area = sum((c.box[2] - c.box[0]) * (c.box[3] - c.box[1]) for c in chars if not c.generated)
     page_area = float(width * height)
     layer.counts = {"chars": drawn, "unmapped": unmapped, "invisible": invisible, "white": white, "outside": outside,
                     "picture_share": round(pictures, 3)}
@@ -199,6 +196,7 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
     layer.reason = next((why for failed, why in checks if failed), "trusted")
     layer.trusted = layer.reason == "trusted"
     if layer.trusted:
+        layer.lines = group_lines(chars)
         layer.pictures = _picture_boxes(bounds, width_pt, height_pt, scale, rules.min_picture_side)
         layer.counts["pictures"] = len(layer.pictures)
     return layer

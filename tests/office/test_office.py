@@ -77,20 +77,26 @@ def _text(client, job: dict) -> str:
     return client.get(f"/jobs/{job['id']}/result", params={"format": "text"}).text
 
 
+def _reads_in_order(client, path: Path, expected: list[str], *, sources: list[str]) -> None:
+    """The office file's job succeeds with every expected piece in its text, in order (a table's cells, a picture
+    in its place), each page read from the source named."""
+    job = _submit(client, path)
+    assert job["status"] == "succeeded", job
+    text = _text(client, job)
+    positions = [text.find(piece) for piece in expected]
+    assert -1 not in positions, (path.name, text)
+    assert positions == sorted(positions), (path.name, text)
+    pages = client.get(f"/jobs/{job['id']}/result", params={"format": "json"}).json()["pages"]
+    assert [p["source"] for p in pages] == sources, path.name
+
+
 def test_docx_xlsx_and_pptx_read_their_text_with_the_table_in_order(client, tmp_path):
     cases = [(_docx(tmp_path / "dues.docx"), ["Harbour dues for the winter season", "Every vessel pays its dues",
                                                "Vessel", "Dues", "Schooner", "120", "Trawler", "340"]),
              (_xlsx(tmp_path / "cargo.xlsx"), ["Cargo", "Tonnes", "Granite", "420", "Timber", "95"]),
              (_pptx(tmp_path / "tides.pptx"), ["Tide tables", "High water comes at dawn in March."])]
     for path, expected in cases:
-        job = _submit(client, path)
-        assert job["status"] == "succeeded", job
-        text = _text(client, job)
-        positions = [text.find(piece) for piece in expected]
-        assert -1 not in positions, (path.name, text)
-        assert positions == sorted(positions), (path.name, text)  # cells in reading order
-        pages = client.get(f"/jobs/{job['id']}/result", params={"format": "json"}).json()["pages"]
-        assert {p["source"] for p in pages} == {"text_layer"}
+        _reads_in_order(client, path, expected, sources=["text_layer"])
 
 
 def _lettered(path: Path, words: str) -> Path:
@@ -121,14 +127,7 @@ def test_docx_xlsx_and_pptx_with_text_a_table_and_a_lettered_picture_read_all_of
              (_pptx_with_picture(tmp_path / "tides.pptx", picture),
               ["Tide tables", "Port", "High water", "Brest", "06:10", "Cherbourg", "07:45", "LIGHTHOUSE KEEPER"])]
     for path, expected in cases:
-        job = _submit(client, path)
-        assert job["status"] == "succeeded", job
-        text = _text(client, job)
-        positions = [text.find(piece) for piece in expected]
-        assert -1 not in positions, (path.name, text)
-        assert positions == sorted(positions), (path.name, text)  # cells in reading order, the picture in its place
-        pages = client.get(f"/jobs/{job['id']}/result", params={"format": "json"}).json()["pages"]
-        assert [p["source"] for p in pages] == ["mixed"], path.name
+        _reads_in_order(client, path, expected, sources=["mixed"])
 
 
 class _Listener:

@@ -1,19 +1,18 @@
-"""A born-digital page read from its own text (common.documents.text_layer): characters grouped into words and
-lines by their boxes, then the same reading order, blocks and markdown as an OCR'd page. Lines an engine read in
-the page's pictures (worker.engines.pictures) join them there, marked `"picture": true`."""
+"""A born-digital page read from its own text (common.documents.text_layer): its lines, grouped from the
+characters' boxes where they were read (common.documents.text_lines), then the same reading order, blocks and
+markdown as an OCR'd page. Lines an engine read in the page's pictures (worker.engines.pictures) join them there,
+marked `"picture": true`."""
 
 from __future__ import annotations
 
+import re
 import time
 
-from common.documents.text_layer import Char, TextLayer
+from common.documents.text_layer import TextLayer
 from worker.engines import reading_order
 from worker.engines.base import PageText
 
 NAME = "text_layer"
-# A blank wider than this many character heights inside a run of characters ends the line there: a column's
-# gutter or a table's cell gap, which the reading order must see as two lines.
-GAP_HEIGHTS = 1.5
 
 
 def read(layer: TextLayer, picture_lines: list[dict] | None = None) -> PageText:
@@ -31,6 +30,13 @@ def read(layer: TextLayer, picture_lines: list[dict] | None = None) -> PageText:
         # A picture's lettering is big, but it is not the document's heading.
         if block.kind == "title" and all(by_box.get(tuple(map(int, ln.box)), {}).get("picture") for ln in block.lines):
             block.kind = "text"
+    # Lines all in a fixed-pitch font are a listing: its spaced columns are not a table's cells.
+    code = {id(block) for block in blocks if block.kind in ("table", "text") and all(
+        by_box.get(tuple(map(int, ln.box)), {}).get("mono") for ln in block.lines)}
+    for block in blocks:
+        if id(block) in code:
+            block.lines = [ln for row in block.rows for ln in row] if block.rows else block.lines
+            block.kind, block.rows = "text", None
     as_json = [block.as_json() for block in blocks]
     for block in as_json:
         for line in block["lines"]:
@@ -40,68 +46,51 @@ def read(layer: TextLayer, picture_lines: list[dict] | None = None) -> PageText:
                 if found.get("picture"):
                     line["picture"] = True
     pictures = len(lines) - len(own)
-    return PageText(text=reading_order.to_markdown(blocks), engine=NAME, model="pdf",
+    return PageText(text=to_markdown(blocks, code=code), engine=NAME, model="pdf",
                     confidence=1.0 if not pictures else None, seconds=time.perf_counter() - started, rotation=0,
                     blocks=as_json, details={"lines": len(own), "picture_lines": pictures} | layer.counts)
 
 
+_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
+# A list item's first line: the document's own bullet glyph or number before its text.
+_ITEM = re.compile(r"^\s*([•·‣▪◦●○■□–—*-]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+\S")
+
+
+def to_markdown(blocks: list[reading_order.Block], *, code: set[int] = frozenset()) -> str:
+    """The OCR path's markdown, but paragraphs and list items keep the page's own words as pdftotext gives them: a
+    word broken by a hyphen at a line's end stays broken (the hyphen is the document's), and a bullet stays the
+    document's glyph ("• item", not "- item"); the blocks in `code` (ids: a listing in a fixed-pitch font) are code, line by line."""
+    parts = []
+    first_title = next((b for b in blocks if b.kind == "title"), None)
+    for block in blocks:
+        texts = [t for t in (ln.text.strip() for ln in block.lines) if t]
+        if id(block) in code:
+            parts.append("```\n" + "\n".join(texts) + "\n```")
+        elif block.kind == "title":
+            parts.append(f"{'#' if block is first_title else '##'} {_join(texts)}")
+        elif block.kind == "list":
+            items: list[list[str]] = []
+            for text in texts:
+                if _ITEM.match(text) or not items:
+                    items.append([text])
+                else:
+                    items[-1].append(text)
+            parts.append("\n".join(_join(item) for item in items))
+        elif block.kind == "table":
+            parts.append(reading_order.to_markdown([block]))
+        else:
+            parts.append(_join(texts))
+    return "\n\n".join(p for p in parts if p)
+
+
+def _join(texts: list[str]) -> str:
+    """Lines joined by a space, CJK lines without one."""
+    out = ""
+    for text in texts:
+        out += text if not out or _CJK.match(out[-1]) and _CJK.match(text[0]) else " " + text
+    return out
+
+
 def text_lines(layer: TextLayer) -> list[dict]:
     """The layer's own lines, {"text", "box", "words"} in the rendered page's pixels."""
-    return _lines(layer.chars)
-
-
-def _lines(chars: list[Char]) -> list[dict]:
-    """Runs of drawn characters on one baseline, cut at line breaks, at jumps back or down, and at wide blanks;
-    words end at spaces, drawn or inferred by pdfium (a glyph's tight box is no guide: "11" has a gap)."""
-    lines: list[list[list[Char]]] = []  # lines of words of characters
-    current: list[list[Char]] = []
-    word: list[Char] = []
-    last: Char | None = None
-
-    def end_word() -> None:
-        nonlocal word
-        if word:
-            current.append(word)
-        word = []
-
-    def end_line() -> None:
-        nonlocal current, last
-        end_word()
-        if current:
-            lines.append(current)
-        current, last = [], None
-
-    for char in chars:
-        if char.generated:
-            end_line() if char.text == "\n" else end_word()
-            continue
-        if last is not None:
-            # The font's size, not the glyph's tight box: an underscore, an apostrophe or a leader dot has a box far
-            # smaller than the line's, and "asn1_der" or "doesn't" was cut into lines of their own at it.
-            height = max(_em(last), _em(char), 1.0)
-            centre, previous = (char.box[1] + char.box[3]) / 2, (last.box[1] + last.box[3]) / 2
-            gap = char.box[0] - last.box[2]
-            if abs(centre - previous) > 0.6 * height or gap < -height or gap > GAP_HEIGHTS * height:
-                end_line()
-        word.append(char)
-        last = char
-    end_line()
-    return [_line(words) for words in lines]
-
-
-def _em(char: Char) -> float:
-    """The character's font size in pixels, or its box's height where pdfium's size is smaller (a font set at
-    size 1 and scaled by the text matrix)."""
-    return max(char.size, char.box[3] - char.box[1])
-
-
-def _line(words: list[list[Char]]) -> dict:
-    boxes = [_union([c.box for c in w]) for w in words]
-    texts = ["".join(c.text for c in w) for w in words]
-    return {"text": " ".join(texts), "box": _union(boxes),
-            "words": [{"text": t, "box": b, "confidence": 1.0} for t, b in zip(texts, boxes, strict=True)]}
-
-
-def _union(boxes) -> list[int]:
-    return [int(min(b[0] for b in boxes)), int(min(b[1] for b in boxes)), int(max(b[2] for b in boxes) + 0.999),
-            int(max(b[3] for b in boxes) + 0.999)]
+    return layer.lines
