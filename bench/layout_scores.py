@@ -213,14 +213,10 @@ def best_per_kind(by_reader: dict[str, list[dict]], names: list[str]) -> tuple[l
     return rows, chosen
 
 
-def ablation(corpus: Path, pages: list[dict]) -> str:
-    """Each page read once (the detector's and recogniser's readings kept), then ordered with all steps and with
-    each one switched off: the figures of all pages by step left out."""
-    from PIL import Image
-
-    engine = CpuEngine()
-    read = engine._detect_and_read
-    kept: dict[bytes, tuple] = {}
+def reading_once(engine: CpuEngine) -> CpuEngine:
+    """The engine, its detector's and recogniser's readings of each page kept, so that a page reordered with
+    other steps is not read again."""
+    read, kept = engine._detect_and_read, {}
 
     def once(array):
         key = array.tobytes()[::997] + bytes(str(array.shape), "ascii")
@@ -229,6 +225,15 @@ def ablation(corpus: Path, pages: list[dict]) -> str:
         return kept[key]
 
     engine._detect_and_read = once
+    return engine
+
+
+def ablation(corpus: Path, pages: list[dict]) -> str:
+    """Each page read once (the detector's and recogniser's readings kept), then ordered with all steps and with
+    each one switched off: the figures of all pages by step left out."""
+    from PIL import Image
+
+    engine = reading_once(CpuEngine())
     variants = {"(none)": PARAMS.steps, **{step: PARAMS.steps - {step} for step in STEPS}}
     rows: dict[str, list[dict]] = {name: [] for name in variants}
     for page in pages:

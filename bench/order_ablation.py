@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.cpu_peers import edits, rendered, select  # noqa: E402
+from bench.layout_scores import reading_once  # noqa: E402
 from common.formats.plain import markdown_to_text  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
 from worker.engines.reading_order import PARAMS, STEPS, Params  # noqa: E402
@@ -30,16 +31,7 @@ def main() -> None:
     from PIL import Image
 
     pages = select(args.corpus, groups=None, limit=args.limit)
-    engine = CpuEngine()
-    read, kept = engine._detect_and_read, {}
-
-    def once(array):
-        key = array.tobytes()[::997] + bytes(str(array.shape), "ascii")
-        if key not in kept:
-            kept[key] = read(array)
-        return kept[key]
-
-    engine._detect_and_read = once
+    engine = reading_once(CpuEngine())
     variants = {"(none)": PARAMS.steps, **{step: PARAMS.steps - {step} for step in STEPS}}
     totals = {name: [0, 0, 0] for name in variants}  # edits, characters, pages changed against all steps on
     with tempfile.TemporaryDirectory() as tmp:
