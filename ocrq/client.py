@@ -219,21 +219,47 @@ class Event:
         return self.type.startswith("job.")
 
 
-def _events_request(job_id: str, last_event_id: str | None) -> tuple[str, dict[str, str]]:
-    return f"/jobs/{job_id}/events", {"Last-Event-ID": last_event_id} if last_event_id else {}
+class _Resumption:
+    """What the sync and async event loops share: where to resume, and when a refused, dropped or ended stream
+    is given up on (each failure raises then, else says how long to wait before opening it again)."""
 
+    def __init__(self, job_id: str, last_event_id: str | None, client: Any) -> None:
+        self.job_id, self.last, self.failures, self.client = job_id, last_event_id, 0, client
 
-def _event(sse: Any) -> Event | None:
-    """The stream's event, or None for the stream's `retry:` hint alone."""
-    if sse.event == "message" and not sse.data:
-        return None
-    return Event(id=sse.id or None, type=sse.event, data=json.loads(sse.data or "{}"))
+    def request(self) -> tuple[str, dict[str, str]]:
+        return f"/jobs/{self.job_id}/events", {"Last-Event-ID": self.last} if self.last else {}
 
+    @staticmethod
+    def refusal(source: EventSource) -> httpx.Response | None:
+        """The answer when it is a refusal rather than the stream, else None."""
+        response = source.response
+        return None if response.status_code == 200 else response
 
-def _stream_refusal(source: EventSource) -> httpx.Response | None:
-    """The answer when it is a refusal rather than the stream, else None."""
-    response = source.response
-    return None if response.status_code == 200 else response
+    def refused(self, response: httpx.Response) -> float:
+        self.failures += 1
+        if response.status_code not in RETRY_STATUSES or self.client.retry.gives_up(self.failures, 0):
+            raise OcrqError.from_response(response)
+        return self.client.retry.delay(self.failures, response)
+
+    def event(self, sse: Any) -> Event | None:
+        """The stream's event, or None for the stream's `retry:` hint alone."""
+        if sse.event == "message" and not sse.data:
+            return None
+        event = Event(id=sse.id or None, type=sse.event, data=json.loads(sse.data or "{}"))
+        self.failures, self.last = 0, event.id or self.last
+        return event
+
+    def dropped(self, exc: httpx.TransportError) -> float:
+        self.failures += 1
+        if self.client.retry.gives_up(self.failures, 0):
+            raise self.client._unreachable(exc) from exc
+        return self.client.retry.delay(self.failures, None)
+
+    def ended(self) -> float:
+        self.failures += 1  # ended without the terminal event: a server going down ends its streams so
+        if self.client.retry.gives_up(self.failures, 0):
+            raise OcrqError(None, "stream_ended", f"the event stream of job {self.job_id} kept ending early")
+        return self.client.retry.delay(self.failures, None)
 
 
 # The stream waits on events as long as the job takes (the server sends a comment when silent too long).
@@ -384,34 +410,25 @@ class Job:
     def events(self, *, last_event_id: str | None = None) -> Iterator[Event]:
         """The job's events from the start (or after `last_event_id`), live, until the terminal one. A stream that
         drops is opened again after the last event seen; transport errors and 429/503 are retried as requests."""
-        last, failures = last_event_id, 0
+        stream = _Resumption(self.id, last_event_id, self.client)
         while True:
-            path, headers = _events_request(self.id, last)
+            path, headers = stream.request()
             try:
                 with connect_sse(self.client.http, "GET", path, headers=headers, timeout=STREAM_TIMEOUT) as source:
-                    if (refused := _stream_refusal(source)) is not None:
+                    if (refused := stream.refusal(source)) is not None:
                         refused.read()
-                        failures += 1
-                        if refused.status_code not in RETRY_STATUSES or self.client.retry.gives_up(failures, 0):
-                            raise OcrqError.from_response(refused)
-                        time.sleep(self.client.retry.delay(failures, refused))
+                        time.sleep(stream.refused(refused))
                         continue
                     for sse in source.iter_sse():
-                        if (event := _event(sse)) is None:
-                            continue
-                        failures, last = 0, event.id or last
-                        yield event
-                        if event.terminal:
-                            return
+                        if (event := stream.event(sse)) is not None:
+                            yield event
+                            if event.terminal:
+                                return
             except httpx.TransportError as exc:
-                failures += 1
-                if self.client.retry.gives_up(failures, 0):
-                    raise self.client._unreachable(exc) from exc
+                delay = stream.dropped(exc)
             else:
-                failures += 1  # ended without the terminal event: a server going down ends its streams so
-                if self.client.retry.gives_up(failures, 0):
-                    raise OcrqError(None, "stream_ended", f"the event stream of job {self.id} kept ending early")
-            time.sleep(self.client.retry.delay(failures, None))
+                delay = stream.ended()
+            time.sleep(delay)
 
     def cancel(self) -> JobAccepted:
         accepted = self.client._model(_Call("DELETE", f"/jobs/{self.id}"), JobAccepted)
@@ -586,35 +603,26 @@ class AsyncJob:
 
     async def events(self, *, last_event_id: str | None = None) -> AsyncIterator[Event]:
         """As `Job.events`."""
-        last, failures = last_event_id, 0
+        stream = _Resumption(self.id, last_event_id, self.client)
         while True:
-            path, headers = _events_request(self.id, last)
+            path, headers = stream.request()
             try:
                 async with aconnect_sse(self.client.http, "GET", path, headers=headers,
                                         timeout=STREAM_TIMEOUT) as source:
-                    if (refused := _stream_refusal(source)) is not None:
+                    if (refused := stream.refusal(source)) is not None:
                         await refused.aread()
-                        failures += 1
-                        if refused.status_code not in RETRY_STATUSES or self.client.retry.gives_up(failures, 0):
-                            raise OcrqError.from_response(refused)
-                        await asyncio.sleep(self.client.retry.delay(failures, refused))
+                        await asyncio.sleep(stream.refused(refused))
                         continue
                     async for sse in source.aiter_sse():
-                        if (event := _event(sse)) is None:
-                            continue
-                        failures, last = 0, event.id or last
-                        yield event
-                        if event.terminal:
-                            return
+                        if (event := stream.event(sse)) is not None:
+                            yield event
+                            if event.terminal:
+                                return
             except httpx.TransportError as exc:
-                failures += 1
-                if self.client.retry.gives_up(failures, 0):
-                    raise self.client._unreachable(exc) from exc
+                delay = stream.dropped(exc)
             else:
-                failures += 1
-                if self.client.retry.gives_up(failures, 0):
-                    raise OcrqError(None, "stream_ended", f"the event stream of job {self.id} kept ending early")
-            await asyncio.sleep(self.client.retry.delay(failures, None))
+                delay = stream.ended()
+            await asyncio.sleep(delay)
 
     async def cancel(self) -> JobAccepted:
         accepted = await self.client._model(_Call("DELETE", f"/jobs/{self.id}"), JobAccepted)
