@@ -19,7 +19,9 @@ ocr=auto whole and ocr=always on its first --always-pages pages, words against p
 from __future__ import annotations
 
 import argparse
+import html
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -80,9 +82,14 @@ def make_document(path: Path, pages: int, seed: int = 7) -> list[list[str]]:
     return truth
 
 
+_TABLE_TAG = re.compile(r"</?(table|thead|tbody|tr|th|td)( [^>]*)?>")
+
+
 def words(markdown: str) -> list[str]:
-    """A result's words: heading marks and code fences are markdown's, not the page's."""
-    return [w for w in markdown.replace("#", " ").split() if w != "```"]
+    """A result's words: heading marks, code fences and a table's tags are markdown's, not the page's (a cell's
+    text is HTML-escaped)."""
+    text = html.unescape(_TABLE_TAG.sub(" ", markdown)) if "<table" in markdown else markdown
+    return [w for w in text.replace("#", " ").split() if w != "```"]
 
 
 def f1(ours: list[str], theirs: list[str]) -> float:
