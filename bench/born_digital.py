@@ -82,6 +82,7 @@ def make_document(path: Path, pages: int, seed: int = 7) -> list[list[str]]:
     return truth
 
 
+_HEADING = re.compile(r"^#{1,6} ", re.MULTILINE)
 _TABLE_TAG = re.compile(r"</?(table|thead|tbody|tr|th|td)( [^>]*)?>")
 
 
@@ -89,7 +90,7 @@ def words(markdown: str) -> list[str]:
     """A result's words: heading marks, code fences and a table's tags are markdown's, not the page's (a cell's
     text is HTML-escaped)."""
     text = html.unescape(_TABLE_TAG.sub(" ", markdown)) if "<table" in markdown else markdown
-    return [w for w in text.replace("#", " ").split() if w != "```"]
+    return [w for w in _HEADING.sub("", text).split() if w != "```"]
 
 
 def f1(ours: list[str], theirs: list[str]) -> float:
