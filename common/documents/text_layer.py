@@ -135,8 +135,13 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
         count = pdfium_c.FPDFText_CountChars(raw)
         unmapped = invisible = white = outside = 0
         left, bottom, right, top = (ctypes.c_double() for _ in range(4))
+        loose = pdfium_c.FS_RECTF()
         red, green, blue, alpha = (ctypes.c_uint() for _ in range(4))
         text = textpage.get_text_range(0, count) if count > 0 else ""
+        if len(text) != count:
+            # The range leaves out glyphs without a code point and spends two units on one beyond the BMP: every
+            # later glyph's box would then be its neighbour's. One code point a glyph, asked glyph by glyph.
+            text = [chr(pdfium_c.FPDFText_GetUnicode(raw, i)) for i in range(count)]
         # Render mode, colour and font are a text object's: looked up once for each object, not for each glyph.
         styles: dict[int, tuple[bool, bool, float, bool]] = {}
         flags, font_name = ctypes.c_int(), ctypes.create_string_buffer(128)
@@ -146,9 +151,11 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
             if char.isspace():
                 chars.append(Char("\n" if char in "\r\n" else " ", (0, 0, 0, 0), 0.0, False, True))
                 continue
-            if pdfium_c.FPDFText_HasUnicodeMapError(raw, i) or char == "\ufffd" or 0xE000 <= ord(char) <= 0xF8FF:
+            if pdfium_c.FPDFText_HasUnicodeMapError(raw, i) or char in "\ufffd\x00" or 0xE000 <= ord(char) <= 0xF8FF:
                 unmapped += 1
-            if char == "\ufffe":  # pdfium's mark for a hyphen that breaks a word at the line's end: printed as "-"
+                if char == "\x00":
+                    continue
+            if char in "\ufffe\x02":  # pdfium's mark for a hyphen that breaks a word at the line's end: printed "-"
                 char = "-"
             key = _text_object_address(raw, i) or 0
             if (style := styles.get(key)) is None:
@@ -164,6 +171,7 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
             hidden, pale, size, mono = style
             invisible += hidden
             pdfium_c.FPDFText_GetCharBox(raw, i, left, right, bottom, top)
+            pdfium_c.FPDFText_GetLooseCharBox(raw, i, loose)
             if pale:
                 grounds = _dark_grounds(page, rules.white_level) if grounds is None else grounds
                 x, y = (left.value + right.value) / 2, (bottom.value + top.value) / 2
@@ -173,7 +181,8 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
                 continue
             box = (max(left.value, 0) * scale, max(height_pt - top.value, 0) * scale,
                    min(right.value, width_pt) * scale, min(height_pt - bottom.value, height_pt) * scale)
-            chars.append(Char(char, box, size, mono, False))
+            chars.append(Char(char, box, size, mono, False, (loose.left * scale, loose.right * scale),
+                              (height_pt - (loose.top + loose.bottom) / 2) * scale))
     finally:
         textpage.close()
     drawn = sum(1 for c in chars if not c.generated)

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 # A blank wider than this many character heights inside a run of characters ends the line there: a column's
 # gutter or a table's cell gap, which the reading order must see as two lines.
 GAP_HEIGHTS = 1.5
+# Between two glyphs' advances, a blank wider than this share of the font size ends a word, and one this wide
+# where the type size changes (a typewriter word, then a comma in the text face): pdftotext's word breaks
+# (poppler's minWordBreakSpace and maxCharSpacing).
+WORD_BREAK = 0.1
+SIZE_CHANGE_BREAK = 0.03
 
 
 @dataclass(slots=True)
@@ -18,6 +23,10 @@ class Char:
     size: float  # font size in pixels
     mono: bool  # in a fixed-pitch font
     generated: bool  # a space or line break pdfium inferred, not drawn
+    # The glyph's advance (x0, x1) and the middle of the font's ascent and descent (y), in the same pixels: alike
+    # for every glyph on a line, where the tight box of a quote and of a comma share no height.
+    advance: tuple[float, float] = (0.0, 0.0)
+    middle: float = 0.0
 
 
 def group_lines(chars: list[Char]) -> list[dict]:
@@ -49,14 +58,19 @@ def group_lines(chars: list[Char]) -> list[dict]:
             height = max(last_em, em, 1.0)
             previous = last.box
             gap = box[0] - previous[2]
-            if abs(box[1] + box[3] - previous[1] - previous[3]) > 1.2 * height or gap < -height \
-                    or gap > GAP_HEIGHTS * height:
+            if abs(char.middle - last.middle) > 0.6 * height or gap < -height or gap > GAP_HEIGHTS * height:
                 if word:
                     current.append(word)
                     word = []
                 if current:
                     lines.append(current)
                 current = []
+            elif word:
+                blank = char.advance[0] - last.advance[1]
+                if blank > WORD_BREAK * last.size and not (char.mono and last.mono) or blank >= SIZE_CHANGE_BREAK \
+                        * last.size and abs(char.size - last.size) > 0.05 * last.size:
+                    current.append(word)
+                    word = []
         word.append(char)
         last, last_em = char, em
     if word:

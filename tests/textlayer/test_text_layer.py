@@ -243,3 +243,26 @@ def test_a_scan_with_a_stamped_page_number_is_not_trusted(tmp_path):
 def test_an_image_pdf_has_no_text_layer(tmp_path):
     pdf = hostile.pdf_of([Image.new("RGB", (400, 500), "white")], tmp_path / "blank.pdf")
     assert read_text_layer(pdf, 0, limits=Limits()).reason == "no text layer"
+
+
+def test_a_comma_after_a_typewriter_word_and_a_quote_before_a_comma_break_words_as_pdftotext_does(tmp_path):
+    """Texinfo sets an argument in typewriter type and the comma after it in the text face, a little apart
+    (nettle.pdf: "*ctx ,"); and a closing quote's tight box and a comma's share no height ("xdg", in
+    fontconfig-user.pdf was cut into two lines there)."""
+
+    def draw(c):
+        c.setFont("Times-Roman", 11)
+        c.drawString(72, 760, "void aes_encrypt (struct aes_ctx")
+        x = 72 + c.stringWidth("void aes_encrypt (struct aes_ctx ", "Times-Roman", 11)
+        c.setFont("Courier-Bold", 12)
+        c.drawString(x, 760, "*ctx")
+        x += c.stringWidth("*ctx", "Courier-Bold", 12) + 0.15 * 11
+        c.setFont("Times-Roman", 11)
+        c.drawString(x, 760, ", size_t length)")
+        c.drawString(72, 740, 'If \u2019prefix\u2019 is set to "xdg", the value in the variable is used.')
+
+    pdf = _page_with(tmp_path / "p.pdf", draw)
+    read = text_layer.read(read_text_layer(pdf, 0, limits=Limits()))
+    texts = [line["text"] for block in read.blocks for line in block["lines"]]
+    assert texts[1] == 'If \u2019prefix\u2019 is set to "xdg", the value in the variable is used.', texts
+    assert "*ctx , size_t" in texts[0] and sorted(_words(read.text)) == sorted(_pdftotext(pdf))

@@ -652,7 +652,7 @@ def to_markdown(blocks: list[Block]) -> str:
         elif block.kind == "list":
             # A numbered item keeps its number, markdown's own ordered item ("1." or "1)").
             parts.append("\n".join(item if _NUMBERED.match(item) else f"- {_BULLET_MARK.sub('', item, count=1)}"
-                                   for item in _items(texts)))
+                                   for item in map(join_lines, list_items(texts))))
         elif block.kind == "table":
             parts.append(_table(block))
         else:
@@ -664,14 +664,15 @@ _BULLET_MARK = re.compile(r"^\s*[•·‣▪◦●○■□–—*-]\s+")
 _NUMBERED = re.compile(r"^\d{1,3}[.)]\s+\S")
 
 
-def _items(texts: list[str]) -> list[str]:
+def list_items(texts: list[str]) -> list[list[str]]:
+    """A list block's lines grouped into items: each starts at a line with a bullet or a number."""
     items: list[list[str]] = []
     for text in texts:
         if _BULLET.match(text) or not items:
             items.append([text])
         else:
             items[-1].append(text)
-    return [join_lines(item) for item in items]
+    return items
 
 
 def _table(block: Block) -> str:

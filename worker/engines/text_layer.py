@@ -52,8 +52,6 @@ def read(layer: TextLayer, picture_lines: list[dict] | None = None) -> PageText:
 
 
 _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
-# A list item's first line: the document's own bullet glyph or number before its text.
-_ITEM = re.compile(r"^\s*([•·‣▪◦●○■□–—*-]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+\S")
 
 
 def to_markdown(blocks: list[reading_order.Block], *, code: set[int] = frozenset()) -> str:
@@ -69,13 +67,7 @@ def to_markdown(blocks: list[reading_order.Block], *, code: set[int] = frozenset
         elif block.kind == "title":
             parts.append(f"{'#' if block is first_title else '##'} {_join(texts)}")
         elif block.kind == "list":
-            items: list[list[str]] = []
-            for text in texts:
-                if _ITEM.match(text) or not items:
-                    items.append([text])
-                else:
-                    items[-1].append(text)
-            parts.append("\n".join(_join(item) for item in items))
+            parts.append("\n".join(_join(item) for item in reading_order.list_items(texts)))
         elif block.kind == "table":
             parts.append(reading_order.to_markdown([block]))
         else:
