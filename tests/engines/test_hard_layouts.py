@@ -9,7 +9,6 @@ import pytest
 from common.formats.plain import markdown_to_text
 from tests.support.hard_pages import (FIELDS, GLOSSARY, SANS, SERIF, grey_page, key_value_page, merged_line,
                                      columns_page)
-from tests.support.cpu_flags import AVX2_ONLY
 from tests.support.text import cer
 from worker.engines import cpu
 from worker.engines.cpu import CpuEngine
@@ -72,12 +71,7 @@ def test_a_key_value_page_reads_each_term_with_its_value(engine, fields):
         assert cer(f"{term} {value}", read) <= 0.03, read
 
 
-# On an AVX2-only CPU (AMD EPYC, 2026-12-07) the detector's boxes there close the 24 px gutter and the page reads
-# across its columns (CER 0.50): a known defect of issue 56, not yet fixed.
-@pytest.mark.parametrize("gutter, font_size, font", [
-    (50, 24, SERIF), (30, 24, SERIF),
-    pytest.param(24, 20, SANS, marks=pytest.mark.xfail(AVX2_ONLY, reason="reads across a 24 px gutter on AVX2 only")),
-])
+@pytest.mark.parametrize("gutter, font_size, font", [(50, 24, SERIF), (30, 24, SERIF), (24, 20, SANS)])
 def test_a_justified_two_column_page_reads_column_by_column(engine, gutter, font_size, font):
     """Justified lines have wide spaces between words: with a gutter of 30 px or less the page was cut into
     pieces and read across its columns (CER 0.53 and 0.65)."""
