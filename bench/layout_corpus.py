@@ -9,7 +9,8 @@ weather, railways), Liberation, Noto and FreeFont faces (no DejaVu), 9-13 pt at 
     .venv/bin/python bench/layout_corpus.py --out /tmp/layouts [--seed 1] [--per-kind 6]
 
 writes page PNGs and index.json ({"pages": [{"name", "kind", "font", "size", "truth", "units"}]}): `truth` is the
-text in a reader's order, `units` its parts in that order, each {"kind": heading | item | cell | text, "text"}.
+text in a reader's order, `units` its parts in that order, each {"kind": heading | item | cell | text, "text"}
+(a numbered item also its "mark", "1.", which the truth holds as the page prints it).
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ def render(kind: str, rng: random.Random, font: str, px: int) -> Page:
                 draw.text((indent, page.y), line, font=page.face, fill="black")
                 page.y += round(px * 1.4)
             page.y += px // 3
-            page.units.append({"kind": "item", "text": sentence})
+            # A number is the page's text, as a bullet is not (markdown and plain text keep "1.", not "•").
+            page.units.append({"kind": "item", "text": sentence} | ({"mark": mark} if numbered else {}))
     elif kind == "grey":
         grey = rng.randint(150, 200)
         for n in range(3):
@@ -205,7 +207,7 @@ def generate(out: Path, *, seed: int, per_kind: int) -> dict:
             _DECKS.pop(id(rng), None)
             name = f"{kind}-{n:02d}"
             page.image.save(out / f"{name}.png")
-            truth = "\n".join(unit["text"] for unit in page.units)
+            truth = "\n".join(" ".join(filter(None, (unit.get("mark"), unit["text"]))) for unit in page.units)
             pages.append({"name": name, "kind": kind, "font": font, "size": px, "dpi": DPI, "lang": "en", "truth": truth,
                           "units": page.units})
     index = {"seed": seed, "pages": pages}

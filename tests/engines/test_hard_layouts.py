@@ -73,7 +73,8 @@ def test_a_key_value_page_reads_each_term_with_its_value(engine, fields):
 
 
 # On an AVX2-only CPU (AMD EPYC, 2026-12-07) the detector's boxes there close the 24 px gutter and the page reads
-# across its columns (CER 0.50): a known defect of issue 56, not yet fixed.
+# across its columns (CER 0.50). The closed_gutters step reads such boxes (simulated, test_reading_order_rules) but
+# was not yet seen on that CPU, so the mark stays there (issue 56).
 @pytest.mark.parametrize("gutter, font_size, font", [
     (50, 24, SERIF), (30, 24, SERIF),
     pytest.param(24, 20, SANS, marks=pytest.mark.xfail(AVX2_ONLY, reason="reads across a 24 px gutter on AVX2 only")),

@@ -367,3 +367,21 @@ def test_each_named_step_can_be_switched_off():
     assert "table" in [b.kind for b in order_blocks(_page(cells), height=1100)]
     off = Params(steps=PARAMS.steps - {"tables"})
     assert "table" not in [b.kind for b in order_blocks(_page(cells), height=1100, params=off)]
+
+
+def test_a_gutter_that_the_boxes_reaching_past_their_ink_close_is_still_a_gutter():
+    """On an AVX2-only CPU the detector's boxes of a justified page's left column reached the right column's
+    first letters across a 24 px gutter in 20 px type (issue 56): no blank ran down the page, and it read across
+    its columns (CER 0.50). Boxes from that page's layout, the left ones stretched 20 px into the gutter."""
+    left = [f"left line {i} of a justified column of text" for i in range(10)]
+    right = [f"right line {i} of a justified column of text" for i in range(10)]
+    rows = []
+    for i in range(10):
+        y = 150 + 29 * i
+        rows.append((left[i], 108, y, 646, y + 26))
+        rows.append((right[i], 640 + i % 3 * 3, y, 1165, y + 26))
+    blocks = order_blocks(_page(rows), height=1650)
+    assert [line.text for block in blocks for line in block.lines] == left + right
+    closed = Params(steps=PARAMS.steps - {"closed_gutters"})
+    across = [line.text for block in order_blocks(_page(rows), height=1650, params=closed) for line in block.lines]
+    assert across != left + right

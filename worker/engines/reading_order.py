@@ -26,8 +26,8 @@ _MARKER = re.compile(r"^\s*([•·‣▪◦●○■□–—*-]|\(?\d{1,3}[.)]|
 
 
 # The reading order's rules, in the order they run: each a step of Params.steps.
-STEPS = ("running_heads", "markers", "spanning_cut", "narrow_gutters", "bridged_gutters", "key_values", "tables",
-         "table_headings", "headings", "split_headings", "titles", "rejoin_columns")
+STEPS = ("running_heads", "markers", "spanning_cut", "narrow_gutters", "closed_gutters", "bridged_gutters",
+         "key_values", "tables", "table_headings", "headings", "split_headings", "titles", "rejoin_columns")
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,11 @@ class Params:
     # (issue 56), another 5 px where one box reached into it; a 0.3 there read the page across its columns.
     narrow_gutter: float = 0.1
     narrow_lines: int = 4
+    # A detector's box may reach this many line heights past its ink into a gutter, closing it: on an AVX2-only CPU
+    # the boxes of a justified page's left column reached the right column's and the page read across its columns
+    # (CER 0.50; issue 56). Where no gutter shows, one that shows with every box this much shorter at both ends, and
+    # has `narrow_lines` lines of text on either side, is taken; each line goes to the side its centre is on.
+    reach: float = 0.5
     # How many row gaps from the top and from the bottom may cut off a title or a closing line (_spanning_cut).
     edge_rows: int = 3
     # Running heads and feet lie within this share of the page's height from its top or bottom edge...
@@ -287,6 +292,8 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
     if col is not None and col[1] - col[0] < 0.5 * unit and not (
             "narrow_gutters" in on and _narrow_gutter(lines, col, unit, params)):
         col = None
+    if col is None and "closed_gutters" in on:
+        col = _closed_gutter(lines, unit, params)
     if col is None and split is not None and (bridged := _bridged_gutter(lines, unit, split, params)):
         return bridged
     if col is None and row is not None and "spanning_cut" in on:
@@ -409,6 +416,13 @@ def _narrow_gutter(lines: list[Line], col: tuple[float, float], unit: float, par
     return col[1] - col[0] >= params.narrow_gutter * unit and all(
         len(side) >= params.narrow_lines and statistics.median(ln.key[2] - ln.key[0] for ln in side) >= 2 * unit
         for side in sides)
+
+
+def _closed_gutter(lines: list[Line], unit: float, params: Params) -> tuple[float, float] | None:
+    """A gutter that boxes reaching past their ink close (Params.reach), or None."""
+    trims = [min(params.reach * unit, (ln.key[2] - ln.key[0]) / 2) for ln in lines]
+    col = _widest(_gaps([(ln.key[0] + trim, ln.key[2] - trim) for ln, trim in zip(lines, trims, strict=True)]))
+    return col if col is not None and _narrow_gutter(lines, col, unit, params) else None
 
 
 def _spanning_cut(lines: list[Line], rows: list[tuple[float, float]], unit: float, params: Params = PARAMS
