@@ -432,13 +432,19 @@ def _cut_at_columns(run: list[list[Line]], unit: float, array: np.ndarray | None
         new = []
         for ln in row:
             got = parts.get(id(ln))
-            if got is None or not all(part.text for part in got):
-                new.append(ln)  # a part read as nothing: the cut was not between two cells
+            if got is None or not all(part.text for part in got) or _grouped(got):
+                new.append(ln)  # a part read as nothing, or a number's groups: the cut was not between two cells
                 continue
             new += got
             whole |= {id(part): ln for part in got}
         out.append(new)
     return out, whole
+
+
+def _grouped(parts: list[Line]) -> bool:
+    """Parts that are one number's digit groups (a space as the thousands separator: 2 135,03)."""
+    return any(re.fullmatch(r"[-−+]?\d{1,3}", a.text) and re.match(r"\d{3}(\D|$)", b.text)
+               for a, b in zip(parts, parts[1:]))
 
 
 def _box_x(line: Line, a: float, b: float) -> tuple[float, float]:
