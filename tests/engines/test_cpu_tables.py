@@ -110,3 +110,26 @@ def test_page_xml_carries_the_cells_as_table_cell_roles(engine):
     assert sorted(roles) == sorted((r, c, rs, cs) for r, c, rs, cs, _ in truth.cells)
     words = [w["text"] for b in layout_of(page).blocks for ln in b["lines"] for w in ln["words"]]
     assert [w.find(f"{ns}TextEquiv/{ns}Unicode").text for w in document.iter(f"{ns}Word")] == words
+
+
+def test_columns_of_dates_one_space_apart_are_cut_into_their_cells(engine):
+    # As a spreadsheet prints them: each cell at its column's start, dates filling their columns but for a blank
+    # of about a space, which the detector reads across as one line; the header's words stand apart.
+    from PIL import Image, ImageDraw, ImageFont
+
+    from tests.support.table_pages import SERIF
+
+    face = ImageFont.truetype(SERIF, 22)
+    rows = [["version", "name", "created", "release", "eol"]]
+    rows += [[f"{n}.0", name, f"19{90 + n}-0{n}-16", f"19{91 + n}-0{n}-17", f"19{92 + n}-1{n}-05"]
+             for n, name in enumerate(["Buzz", "Rex", "Bo", "Hamm", "Slink", "Potato"], start=1)]
+    image = Image.new("RGB", (1100, 500), "white")
+    draw = ImageDraw.Draw(image)
+    date = int(draw.textlength("1993-08-16", font=face))
+    starts = [60, 160, 300, 300 + date + 14, 300 + 2 * (date + 14)]
+    for r, row in enumerate(rows):
+        for x, text in zip(starts, row, strict=True):
+            draw.text((x, 60 + 30 * r), text, font=face, fill="black")
+    tables, _ = _tables(engine, image)
+    assert len(tables) == 1
+    assert tables[0].grid() == rows

@@ -58,7 +58,7 @@ def with_tables(array: np.ndarray, blocks: list[Block], *, recognise: Recognise 
         if table is not None:
             tables.append(table)
             taken |= {id(ln) for ln in table.source}
-    for table in borderless(array, [ln for ln in lines if id(ln) not in taken], unit):
+    for table in borderless(array, [ln for ln in lines if id(ln) not in taken], unit, recognise):
         tables.append(table)
         taken |= {id(ln) for ln in table.source}
     if not tables:
@@ -312,7 +312,8 @@ def _near_space(text: str, share: float) -> int:
 # --- borderless -----------------------------------------------------------------------------------------
 
 
-def borderless(array: np.ndarray, lines: list[Line], unit: float) -> list[TableBlock]:
+def borderless(array: np.ndarray, lines: list[Line], unit: float, recognise: Recognise | None = None
+               ) -> list[TableBlock]:
     """Tables found from the alignment of lines that stand side by side in runs of rows."""
     rows = [row for row in line_rows(lines, unit) if not all(_RULE_TEXT.match(ln.text) for ln in row)]
     tables = []
@@ -321,7 +322,7 @@ def borderless(array: np.ndarray, lines: list[Line], unit: float) -> list[TableB
         if row is not None and (not run or _row_gap(run[-1], row) <= TABLE_ROW_GAP * unit) and not _prose_row(row):
             run.append(row)
             continue
-        tables += _tables_in_run(run, unit)
+        tables += _tables_in_run(run, unit, array, recognise)
         run = [row] if row is not None and not _prose_row(row) else []
     return tables
 
@@ -356,15 +357,17 @@ def _prose_row(row: list[Line]) -> bool:
     return len(row) == 1 and _long(row[0].text)
 
 
-def _tables_in_run(run: list[list[Line]], unit: float) -> list[TableBlock]:
+def _tables_in_run(run: list[list[Line]], unit: float, array: np.ndarray | None = None,
+                   recognise: Recognise | None = None) -> list[TableBlock]:
     # Single lines above and below the rows that stand side by side are not part of the table.
     while run and len(run[0]) < 2:
         run = run[1:]
     while run and len(run[-1]) < 2 and not _continues_cell(run, unit):
         run = run[:-1]
-    multi = [row for row in run if len(row) >= 2]
-    if len(multi) < 3:
+    if len([row for row in run if len(row) >= 2]) < 3:
         return []
+    run, whole = _cut_at_columns(run, unit, array, recognise)
+    multi = [row for row in run if len(row) >= 2]
     columns = _columns(multi, unit)
     if len(columns) < 2:
         return []
@@ -378,8 +381,97 @@ def _tables_in_run(run: list[list[Line]], unit: float) -> list[TableBlock]:
         # pairs that line up on most rows are a table.
         if statistics.median(len(ln.text) for ln in segments) > 20:
             return []
-    table, source = _cells_from_rows(run, columns, unit)
-    return [_block(table, source, None)] if table is not None else []
+    table, parts = _cells_from_rows(run, columns, unit)
+    if table is None:
+        return []
+    source = list({id(ln): ln for ln in (whole.get(id(part), part) for part in parts)}.values())
+    return [_block(table, source, None, lines=parts)]
+
+
+# A blank in a line this share of its height wide or wider may part two cells (a word space is about a quarter).
+CELL_BLANK = 0.4
+
+
+def _cut_at_columns(run: list[list[Line]], unit: float, array: np.ndarray | None, recognise: Recognise | None
+                    ) -> tuple[list[list[Line]], dict[int, Line]]:
+    """The run's rows with each line that runs across the start of a column cut there: where other rows have a
+    line start (after a line of their own), and this line has a blank wider than a word space ending there.
+    The detector reads cells that stand one space apart (a spreadsheet's columns of dates) as one line.
+    Also each part's whole line, by the part's id."""
+    starts = [(ln.key[0], r) for r, row in enumerate(run) if len(row) >= 2
+              for ln in sorted(row, key=lambda ln: ln.key[0])[1:]]
+    cuts: list[tuple[int, Line, list[float]]] = []
+    for r, row in enumerate(run):
+        for ln in row:
+            inside = sorted(x for x, other in starts if other != r and ln.key[0] + 0.5 * unit < x < ln.key[2] - 0.5 * unit)
+            if not inside or array is None:
+                continue
+            blanks = _blanks(array, ln)
+            at = sorted({(a, b) for x in inside for a, b in blanks if x - 0.6 * unit <= b <= x + 0.3 * unit})
+            if at:
+                cuts.append((r, ln, at))
+    if not cuts:
+        return run, {}
+    # Each part from the end of one blank to the start of the next, read with a little margin.
+    pieces = [(ln, a, b) for _, ln, at in cuts
+              for a, b in zip([ln.key[0], *(end for _, end in at)], [*(start for start, _ in at), ln.key[2]])]
+    quads = [_part(ln, *_box_x(ln, a - 0.1 * ln.height, b + 0.1 * ln.height)) for ln, a, b in pieces]
+    if recognise is not None:
+        texts, scores = recognise(quads)
+    else:
+        texts, scores = _shares([(None, ln, q) for (ln, _, _), q in zip(pieces, quads)]), [ln.confidence for ln, _, _ in pieces]
+    parts: dict[int, list[Line]] = {}
+    for (ln, a, b), quad, text, score in zip(pieces, quads, texts, scores, strict=True):
+        xs, ys = quad[:, 0], quad[:, 1]
+        box = (int(xs.min()), int(ys.min()), int(np.ceil(xs.max())), int(np.ceil(ys.max())))
+        parts.setdefault(id(ln), []).append(Line(text=text.strip(), box=box, confidence=float(score),
+                                                 key=(a, ln.key[1], b, ln.key[3]), quad=tuple(map(tuple, quad.tolist()))))
+    whole: dict[int, Line] = {}
+    out = []
+    for row in run:
+        new = []
+        for ln in row:
+            got = parts.get(id(ln))
+            if got is None or not all(part.text for part in got) or _grouped(got):
+                new.append(ln)  # a part read as nothing, or a number's groups: the cut was not between two cells
+                continue
+            new += got
+            whole |= {id(part): ln for part in got}
+        out.append(new)
+    return out, whole
+
+
+def _grouped(parts: list[Line]) -> bool:
+    """Parts that are one number's digit groups (a space as the thousands separator: 2 135,03)."""
+    return any(re.fullmatch(r"[-−+]?\d{1,3}", a.text) and re.match(r"\d{3}(\D|$)", b.text)
+               for a, b in zip(parts, parts[1:]))
+
+
+def _box_x(line: Line, a: float, b: float) -> tuple[float, float]:
+    """Key x a and b of the line as page x."""
+    span = max(line.key[2] - line.key[0], 1)
+    scale = (line.box[2] - line.box[0]) / span
+    return line.box[0] + (a - line.key[0]) * scale, line.box[0] + (b - line.key[0]) * scale
+
+
+def _blanks(array: np.ndarray, line: Line) -> list[tuple[float, float]]:
+    """The blanks inside a line CELL_BLANK of its height wide or wider, as key x (start, end)."""
+    x0, y0, x1, y1 = (max(0, int(v)) for v in line.box)
+    crop = array[y0:y1, x0:x1]
+    height = y1 - y0
+    if crop.size == 0 or height < 6:
+        return []
+    gray = crop.mean(axis=2) if crop.ndim == 3 else crop.astype(float)
+    band = gray[height // 6:height - height // 6]
+    ink = band < (band.max() + band.min()) / 2
+    if ink.mean() > 0.5:
+        return []
+    inked = np.flatnonzero(ink.any(axis=0))
+    if inked.size < 2:
+        return []
+    scale = (line.key[2] - line.key[0]) / max(x1 - x0, 1)
+    return [(line.key[0] + (a + 1) * scale, line.key[0] + b * scale)
+            for a, b in zip(inked, inked[1:]) if b - a > CELL_BLANK * height]
 
 
 def _numeric_column(segments: list[Line], columns: list[tuple[float, float]]) -> bool:
@@ -423,10 +515,11 @@ def _columns(rows: list[list[Line]], unit: float) -> list[tuple[float, float]]:
             start = None
     if start is not None:
         out.append([start + left, size - 1 + left])
-    # Blanks narrower than a word space (half a line's height) are not gutters.
+    # Blanks narrower than a word space (a third of a line's height) are not gutters; the detector pads a box by
+    # about a sixth of its height, so a line cut at a blank stands closer to its neighbour than an uncut one.
     merged: list[list[float]] = []
     for col in out:
-        if merged and col[0] - merged[-1][1] < 0.5 * unit:
+        if merged and col[0] - merged[-1][1] < 0.33 * unit:
             merged[-1][1] = col[1]
         else:
             merged.append(col)
@@ -549,13 +642,13 @@ def _mark_header(table: Table) -> None:
             cell.header = True
 
 
-def _block(table: Table, source: list[Line], texts: dict | None) -> TableBlock:
+def _block(table: Table, source: list[Line], texts: dict | None, lines: list[Line] | None = None) -> TableBlock:
     """The table as a block: its lines row by row (parts of lines cut at rules in place of them), and rows of
     one line a cell for the page's markdown."""
     if texts is not None:
         lines = [ln for cell in table.cells for ln in sorted(texts[(cell.row, cell.col)],
                                                               key=lambda ln: (ln.box[1], ln.box[0]))]
-    else:
+    elif lines is None:
         lines = list(source)
     rows = [[Line(text=c.text, box=tuple(c.box or table.box), confidence=c.confidence or 0.0)
              for c in table.cells if c.row == r] for r in range(table.rows)]
