@@ -147,6 +147,17 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
         flags, font_name = ctypes.c_int(), ctypes.create_string_buffer(128)
         grounds: list[tuple[float, float, float, float]] | None = None  # read for the first pale character
         for i, char in enumerate(text[:count]):
+            if "\ud800" <= char <= "\udfff":
+                # Asked glyph by glyph, a code point beyond the BMP comes as two UTF-16 halves, one an index: the
+                # first half is read with the second's box; a half alone is no character.
+                low = text[i + 1] if i + 1 < count else ""
+                if char <= "\udbff" and "\udc00" <= low <= "\udfff":
+                    continue
+                high = text[i - 1] if i > 0 else ""
+                if not (char >= "\udc00" and "\ud800" <= high <= "\udbff"):
+                    unmapped += 1
+                    continue
+                char = (high + char).encode("utf-16-le", "surrogatepass").decode("utf-16-le")
             # pdfium generates only spaces and line breaks, so only those are asked about.
             if char.isspace():
                 chars.append(Char("\n" if char in "\r\n" else " ", (0, 0, 0, 0), 0.0, False, True))

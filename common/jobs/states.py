@@ -3,7 +3,9 @@ delivered twice changes nothing the second time."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, case, exists, func, or_, select, update
 from sqlalchemy.orm import Session
@@ -113,18 +115,34 @@ def claim_page(session: Session, *, page_id: str, worker: str | None = None, del
     return row[0] if row else None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(value: Any) -> Any:
+    """Strings (also inside lists and dicts) with each lone UTF-16 surrogate made U+FFFD: an engine's JSON or a
+    file's text can hold one, and neither UTF-8 nor Postgres stores it, so the page's write would fail each time."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace") \
+            if _SURROGATE.search(value) else value
+    if isinstance(value, list):
+        return [storable(item) for item in value]
+    if isinstance(value, dict):
+        return {key: storable(item) for key, item in value.items()}
+    return value
+
+
 def finish_page(session: Session, *, page_id: str, outcome: PageOutcome) -> bool:
     """running -> succeeded or failed, written once; a second delivery finds the page done."""
     values = {
         "status": "failed" if outcome.error else "succeeded",
-        "text": outcome.text,
+        "text": storable(outcome.text),
         "error": outcome.error,
         "engine": outcome.engine,
         "engine_url": outcome.engine_url,
         "model": outcome.model,
         "seconds": outcome.seconds,
         "rotation": outcome.rotation,
-        "blocks": outcome.blocks,
+        "blocks": storable(outcome.blocks),
         "confidence": outcome.confidence,
         "text_layer": outcome.text_layer,
         "source": outcome.source,

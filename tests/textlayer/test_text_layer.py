@@ -266,3 +266,32 @@ def test_a_comma_after_a_typewriter_word_and_a_quote_before_a_comma_break_words_
     texts = [line["text"] for block in read.blocks for line in block["lines"]]
     assert texts[1] == 'If \u2019prefix\u2019 is set to "xdg", the value in the variable is used.', texts
     assert "*ctx , size_t" in texts[0] and sorted(_words(read.text)) == sorted(_pdftotext(pdf))
+
+
+def test_a_character_beyond_the_bmp_is_one_character_with_its_box(tmp_path):
+    """pdfium asked glyph by glyph gives a code point beyond the BMP (TeX's math italic, an emoji) as two UTF-16
+    halves: a page of ACM's sample paper stored them as lone surrogates, and its write failed on every attempt.
+    Chromium prints the page (reportlab's ToUnicode map cuts such code points to 16 bits)."""
+    line = "Let \U0001d465 and \U0001d466 be in \U0001d538 for every round of the game."
+    html = tmp_path / "p.html"
+    html.write_text(f"<html><body style=\"font-family:'Noto Sans Math';font-size:16px\">"
+                    + f"<p>{line}</p>" * 6 + "</body></html>", encoding="utf-8")
+    pdf = tmp_path / "p.pdf"
+    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-pdf-header-footer",
+                    f"--print-to-pdf={pdf}", html.as_uri()], check=True, capture_output=True, timeout=60)
+    layer = read_text_layer(pdf, 0, limits=Limits())
+    read = text_layer.read(layer)
+    assert layer.trusted, layer.reason
+    assert not any("\ud800" <= c <= "\udfff" for c in read.text), ascii(read.text)
+    assert read.text.count("\U0001d465") == 6 and read.text.count("\U0001d538") == 6, ascii(read.text)
+    words = [w for block in read.blocks for ln in block["lines"] for w in ln["words"]]
+    x, the = (next(w for w in words if w["text"] == t) for t in ("\U0001d465", "the"))
+    assert x["box"][0] < x["box"][2] < the["box"][0]  # its own box, on the line before "the"
+
+
+def test_a_lone_surrogate_from_an_engine_is_stored_as_a_replacement_character():
+    from common.jobs.states import storable
+
+    assert storable("a\ud835b") == "a\ufffdb"
+    assert storable({"lines": [{"text": "\ud835\udc65"}]}) == {"lines": [{"text": "\U0001d465"}]}
+    assert storable(["plain", 3]) == ["plain", 3]
