@@ -10,6 +10,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from httpx_sse import connect_sse
 from openpyxl import load_workbook
 
 from common.jobs import states as job_states
@@ -37,11 +38,10 @@ def test_selected_pages_come_back_in_order_with_progress(client, tmp_path):
     assert job["status"] == "succeeded" and job["pages_total"] == 3 and job["pages_done"] == 3
     # Progress is told page by page: each page its own event, numbered before the job's. (Polling for a partial
     # count missed it on a loaded machine, where three pages can end between two polls.)
-    stream = client.get(f"/jobs/{job_id}/events").text
-    events = [(int(block.split("id:")[1].split()[0]), block.split("event:")[1].split()[0])
-              for block in stream.split("\n\n") if "event:" in block]
-    assert [kind for _, kind in events] == ["page.done"] * 3 + ["job.succeeded"], stream
-    assert [n for n, _ in events] == sorted({n for n, _ in events}), stream
+    with connect_sse(client, "GET", f"/jobs/{job_id}/events") as source:
+        events = [(int(sse.id), sse.event) for sse in source.iter_sse() if sse.event != "message"]
+    assert [kind for _, kind in events] == ["page.done"] * 3 + ["job.succeeded"], events
+    assert [n for n, _ in events] == sorted({n for n, _ in events}), events
 
     markdown = client.get(f"/jobs/{job_id}/result").text
     markers = [markdown.find(f"<!-- ocrq:page {n} -->") for n in (2, 3, 5)]

@@ -277,17 +277,25 @@ def _part(line: Line, x0: float, x1: float) -> np.ndarray:
 
 def _read_parts(parts, texts: dict, recognise: Recognise | None) -> None:
     """The parts of lines read across a rule, each read again (or given its share of the line's text)."""
-    if recognise is not None:
-        read, scores = recognise([quad for _, _, quad in parts])
-    else:
-        read, scores = _shares(parts), [ln.confidence for _, ln, _ in parts]
+    read, scores = _reread(parts, recognise)
     for (key, line, quad), text, score in zip(parts, read, scores, strict=True):
         text = text.strip(" |")
         if text:
-            xs, ys = quad[:, 0], quad[:, 1]
-            box = (int(xs.min()), int(ys.min()), int(np.ceil(xs.max())), int(np.ceil(ys.max())))
+            box = _quad_box(quad)
             texts[key].append(Line(text=text, box=box, confidence=float(score), key=box,
                                    quad=tuple(map(tuple, quad.tolist()))))
+
+
+def _reread(parts, recognise: Recognise | None) -> tuple[list[str], list[float]]:
+    """Each (key, line, quad) part read again, or given its share of its line's text; and each one's score."""
+    if recognise is not None:
+        return recognise([quad for _, _, quad in parts])
+    return _shares(parts), [ln.confidence for _, ln, _ in parts]
+
+
+def _quad_box(quad: np.ndarray) -> tuple[int, int, int, int]:
+    xs, ys = quad[:, 0], quad[:, 1]
+    return int(xs.min()), int(ys.min()), int(np.ceil(xs.max())), int(np.ceil(ys.max()))
 
 
 def _shares(parts) -> list[str]:
@@ -403,7 +411,8 @@ def _cut_at_columns(run: list[list[Line]], unit: float, array: np.ndarray | None
     cuts: list[tuple[int, Line, list[float]]] = []
     for r, row in enumerate(run):
         for ln in row:
-            inside = sorted(x for x, other in starts if other != r and ln.key[0] + 0.5 * unit < x < ln.key[2] - 0.5 * unit)
+            inside = sorted(x for x, other in starts
+                            if other != r and ln.key[0] + 0.5 * unit < x < ln.key[2] - 0.5 * unit)
             if not inside or array is None:
                 continue
             blanks = _blanks(array, ln)
@@ -416,16 +425,12 @@ def _cut_at_columns(run: list[list[Line]], unit: float, array: np.ndarray | None
     pieces = [(ln, a, b) for _, ln, at in cuts
               for a, b in zip([ln.key[0], *(end for _, end in at)], [*(start for start, _ in at), ln.key[2]])]
     quads = [_part(ln, *_box_x(ln, a - 0.1 * ln.height, b + 0.1 * ln.height)) for ln, a, b in pieces]
-    if recognise is not None:
-        texts, scores = recognise(quads)
-    else:
-        texts, scores = _shares([(None, ln, q) for (ln, _, _), q in zip(pieces, quads)]), [ln.confidence for ln, _, _ in pieces]
+    texts, scores = _reread([(None, ln, q) for (ln, _, _), q in zip(pieces, quads, strict=True)], recognise)
     parts: dict[int, list[Line]] = {}
     for (ln, a, b), quad, text, score in zip(pieces, quads, texts, scores, strict=True):
-        xs, ys = quad[:, 0], quad[:, 1]
-        box = (int(xs.min()), int(ys.min()), int(np.ceil(xs.max())), int(np.ceil(ys.max())))
-        parts.setdefault(id(ln), []).append(Line(text=text.strip(), box=box, confidence=float(score),
-                                                 key=(a, ln.key[1], b, ln.key[3]), quad=tuple(map(tuple, quad.tolist()))))
+        parts.setdefault(id(ln), []).append(Line(text=text.strip(), box=_quad_box(quad), confidence=float(score),
+                                                 key=(a, ln.key[1], b, ln.key[3]),
+                                                 quad=tuple(map(tuple, quad.tolist()))))
     whole: dict[int, Line] = {}
     out = []
     for row in run:
