@@ -119,11 +119,13 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def storable(value: Any) -> Any:
-    """Strings (also inside lists and dicts) with each lone UTF-16 surrogate made U+FFFD: an engine's JSON or a
-    file's text can hold one, and neither UTF-8 nor Postgres stores it, so the page's write would fail each time."""
+    """Strings (also inside lists and dicts) with each lone UTF-16 surrogate made U+FFFD and each NUL dropped: an
+    engine's JSON or a file's text can hold either, and Postgres stores neither (nor UTF-8 a surrogate), so the
+    page's write would fail each time."""
     if isinstance(value, str):
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace") \
-            if _SURROGATE.search(value) else value
+        if _SURROGATE.search(value):
+            value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return value.replace("\x00", "") if "\x00" in value else value
     if isinstance(value, list):
         return [storable(item) for item in value]
     if isinstance(value, dict):
@@ -144,7 +146,7 @@ def finish_page(session: Session, *, page_id: str, outcome: PageOutcome) -> bool
         "rotation": outcome.rotation,
         "blocks": storable(outcome.blocks),
         "confidence": outcome.confidence,
-        "text_layer": outcome.text_layer,
+        "text_layer": storable(outcome.text_layer),
         "source": outcome.source,
         "finished_at": statement_now(session),
     }

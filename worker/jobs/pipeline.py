@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import select, update
 
 from common import outages, tracing
@@ -35,7 +38,7 @@ from worker.engines import pictures, text_layer
 from worker.engines.base import EngineError, PageText
 from worker.jobs import routing, tenant_cap
 from worker.jobs.ending import close_in, fail_job, finish_closing
-from worker.jobs.reasons import public_reason
+from worker.jobs.reasons import internal_error, public_reason
 
 log = logging.getLogger("ocrq.pipeline")
 
@@ -81,19 +84,25 @@ def _read_own_texts(ctx: WorkerContext, job: Job, queued: list) -> list:
     except (*outages.OUTAGE_TYPES, DocumentRejected, ObjectMissing, NotGranted, OSError) as exc:
         log.info("text layers not read at the split: %r", exc)
         return queued
-    done = [(row, outcome) for row, layer in zip(first, layers, strict=True)
-            if (outcome := _layer_outcome(job, row.index, layer)) is not None]
-    if not done:
+    try:
+        done = [(row, outcome) for row, layer in zip(first, layers, strict=True)
+                if (outcome := _layer_outcome(job, row.index, layer)) is not None]
+        if not done:
+            return queued
+        # One transaction for the pages read here, as _write_outcomes writes each: a page written once, its event,
+        # and the job closed if nothing is left to OCR.
+        with tracing.span("write", job=job.id, pages=len(done)), ctx.db.session() as session:
+            written = []
+            for row, outcome in done:
+                if job_states.finish_page(session, page_id=row.id, outcome=outcome):
+                    events.page_ended(session, job_id=job.id, page_id=row.id)
+                    written.append(outcome)
+            closed = close_in(session, ctx, job_id=job.id)
+    except (SoftTimeLimitExceeded, *outages.OUTAGE_TYPES):
+        raise
+    except Exception:
+        log.exception("text layers read at the split could not be used; the page tasks read each page")
         return queued
-    # One transaction for the pages read here, as _write_outcomes writes each: a page written once, its event,
-    # and the job closed if nothing is left to OCR.
-    with tracing.span("write", job=job.id, pages=len(done)), ctx.db.session() as session:
-        written = []
-        for row, outcome in done:
-            if job_states.finish_page(session, page_id=row.id, outcome=outcome):
-                events.page_ended(session, job_id=job.id, page_id=row.id)
-                written.append(outcome)
-        closed = close_in(session, ctx, job_id=job.id)
     for outcome in written:
         page_written(ctx, outcome)
     finish_closing(ctx, job_id=job.id, closed=closed)
@@ -222,36 +231,77 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str], deliveries: dict[s
             log.warning("page %d not rendered: %r", c.page.index + 1, exc)
             outcomes[c.page.id] = job_states.PageOutcome(
                 error=f"page {c.page.index + 1} could not be rendered: {public_reason(exc)}")
+        except SoftTimeLimitExceeded:
+            raise
+        except Exception:
+            _defect(ctx, [c], outcomes, max_attempts, "its text layer was read or it was rendered")
     if ready or mixed:
-        # Whole pages and the pictures of pages read from their text, in one call (one batch on the GPU).
-        images = [rendered.image for _, rendered in ready] + [r.image for *_, regions in mixed for r in regions]
-        started = time.perf_counter()
+        _read_with_engine(ctx, ready, mixed, outcomes, max_attempts)
+    _write_outcomes(ctx, [(c.page, outcomes[c.page.id]) for c in claimed if c.page.id in outcomes])
+
+
+def _read_with_engine(ctx: WorkerContext, ready: list[tuple[Claimed, RenderedPage]],
+                      mixed: list[tuple[Claimed, RenderedPage, TextLayer, list[pictures.Region]]],
+                      outcomes: dict[str, job_states.PageOutcome], max_attempts: int) -> None:
+    """Whole pages and the pictures of pages read from their text, in one call (one batch on the GPU)."""
+    images = [rendered.image for _, rendered in ready] + [r.image for *_, regions in mixed for r in regions]
+    started = time.perf_counter()
+    try:
         with tracing.span("engine.read", engine=ctx.engine.name, pages=len(ready), pictures=len(images) - len(ready)):
             results = ctx.engine.read(images)
             tracing.annotate(engine_url=_engine_urls(results))
-        elapsed = time.perf_counter() - started
-        results, picture_results = results[:len(ready)], results[len(ready):]
-        for c, rendered, layer, regions in mixed:
-            read, picture_results = picture_results[:len(regions)], picture_results[len(regions):]
-            failed = next((r for r in read if isinstance(r, EngineError)), None)
-            ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=failed or read[0])
-            if _engine_down(ctx, failed, c):
-                _retry_later(ctx, c, refund=True)
-            elif failed is not None and failed.retryable and c.attempts < max_attempts:
-                _retry_later(ctx, c)
-            elif failed is not None:
-                outcomes[c.page.id] = _outcome(failed, rendered)
-            else:
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception:
+        _defect(ctx, [c for c, _ in ready] + [c for c, *_ in mixed], outcomes, max_attempts, "the engine read it")
+        return
+    elapsed = time.perf_counter() - started
+    results, picture_results = results[:len(ready)], results[len(ready):]
+    for c, rendered, layer, regions in mixed:
+        read, picture_results = picture_results[:len(regions)], picture_results[len(regions):]
+        failed = next((r for r in read if isinstance(r, EngineError)), None)
+        ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=failed or read[0])
+        if _engine_down(ctx, failed, c):
+            _retry_later(ctx, c, refund=True)
+        elif failed is not None and failed.retryable and c.attempts < max_attempts:
+            _retry_later(ctx, c)
+        elif failed is not None:
+            outcomes[c.page.id] = _outcome(failed, rendered)
+        else:
+            with _defects_fail(ctx, c, outcomes, max_attempts):
                 outcomes[c.page.id] = _mixed_outcome(layer, regions, read)
-        for (c, rendered), result in zip(ready, results, strict=True):
-            ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=result)
-            if _engine_down(ctx, result, c):
-                _retry_later(ctx, c, refund=True)
-            elif isinstance(result, EngineError) and result.retryable and c.attempts < max_attempts:
-                _retry_later(ctx, c)
-            else:
+    for (c, rendered), result in zip(ready, results, strict=True):
+        ctx.metrics.page_read(engine=ctx.engine.name, seconds=elapsed, result=result)
+        if _engine_down(ctx, result, c):
+            _retry_later(ctx, c, refund=True)
+        elif isinstance(result, EngineError) and result.retryable and c.attempts < max_attempts:
+            _retry_later(ctx, c)
+        else:
+            with _defects_fail(ctx, c, outcomes, max_attempts):
                 outcomes[c.page.id] = _outcome(result, rendered, text_layer=_text_layer(ctx, c, rendered, result))
-    _write_outcomes(ctx, [(c.page, outcomes[c.page.id]) for c in claimed if c.page.id in outcomes])
+
+
+@contextmanager
+def _defects_fail(ctx: WorkerContext, c: Claimed, outcomes: dict[str, job_states.PageOutcome],
+                  max_attempts: int) -> Iterator[None]:
+    try:
+        yield
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception:
+        _defect(ctx, [c], outcomes, max_attempts, "its result was put together")
+
+
+def _defect(ctx: WorkerContext, pages: list[Claimed], outcomes: dict[str, job_states.PageOutcome],
+            max_attempts: int, doing: str) -> None:
+    """A defect met on these pages, not an outage: each is read again at once while it has attempts left (the
+    cause may pass), then fails with a reason, rather than running on until the sweeper's long wait."""
+    log.exception("unexpected error on %d page(s) while %s", len(pages), doing)
+    for c in pages:
+        if c.attempts < max_attempts:
+            _retry_later(ctx, c)
+        else:
+            outcomes[c.page.id] = job_states.PageOutcome(error=internal_error(c.page.index, attempts=c.attempts))
 
 
 def _own_text(ctx: WorkerContext, c: Claimed) -> job_states.PageOutcome | TextLayer | None:
@@ -323,14 +373,26 @@ def _write_outcomes(ctx: WorkerContext, finished: list[tuple[Page, job_states.Pa
     """Write each page's outcome once, and in the same transaction close its job if it was the last."""
     for page, outcome in finished:
         bind_job(job_id=page.job_id, page=page.index + 1, page_id=page.id)
-        with tracing.span("write", job=page.job_id, page=page.index + 1), ctx.db.session() as session:
-            written = job_states.finish_page(session, page_id=page.id, outcome=outcome)
-            if written:
-                events.page_ended(session, job_id=page.job_id, page_id=page.id)
-            closed = close_in(session, ctx, job_id=page.job_id)
+        try:
+            written, closed = _write_outcome(ctx, page, outcome)
+        except (SoftTimeLimitExceeded, *outages.OUTAGE_TYPES):
+            raise
+        except Exception:
+            # What was read cannot be stored (a defect, not an outage): writing it again would fail again.
+            log.exception("page %d's result could not be written", page.index + 1)
+            outcome = job_states.PageOutcome(error=internal_error(page.index, attempts=page.attempts or 1))
+            written, closed = _write_outcome(ctx, page, outcome)
         if written:
             page_written(ctx, outcome)
         finish_closing(ctx, job_id=page.job_id, closed=closed)
+
+
+def _write_outcome(ctx: WorkerContext, page: Page, outcome: job_states.PageOutcome) -> tuple[bool, str | None]:
+    with tracing.span("write", job=page.job_id, page=page.index + 1), ctx.db.session() as session:
+        written = job_states.finish_page(session, page_id=page.id, outcome=outcome)
+        if written:
+            events.page_ended(session, job_id=page.job_id, page_id=page.id)
+        return written, close_in(session, ctx, job_id=page.job_id)
 
 
 def _bucket(page: Page) -> str | None:
