@@ -9,7 +9,11 @@ import re
 
 _TAG = re.compile(r"<[^>]+>")
 _MD_PREFIX = re.compile(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(?=\S))", re.MULTILINE)
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|`)(?=\S)(.+?)(?<=\S)\1")
+# As CommonMark has it: `*` emphasises inside a word, `_` does not (snake_case_names keep their underscores), and
+# a backslash-escaped mark is no mark. Escapes stay: the engines' own markdown escapes nothing, so a backslash
+# there is the page's.
+_EMPHASIS = re.compile(r"(?<!\\)(\*\*|\*|`)(?=\S)(.+?)(?<=[^\s\\])\1"
+                       r"|(?<![\w\\])(__|_)(?=\S)(.+?)(?<=[^\s\\])\3(?!\w)")
 _IMAGE_OR_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 
 
@@ -20,5 +24,5 @@ def markdown_to_text(markdown: str) -> str:
     text = re.sub(r"<br\s*/?>|</tr>|</p>", "\n", text)
     text = _TAG.sub("", text)
     text = _MD_PREFIX.sub("", text)
-    text = _EMPHASIS.sub(r"\2", text)
+    text = _EMPHASIS.sub(lambda m: m.group(2) if m.group(1) else m.group(4), text)
     return html.unescape(text)

@@ -66,3 +66,13 @@ def test_every_forbidden_character_is_stripped_and_the_rest_kept(fmt):
 def test_legal_keeps_what_xml_allows():
     assert legal("a\tb\nc\rd" + KEPT) == "a\tb\nc\rd" + KEPT
     assert legal("".join(FORBIDDEN)) == ""
+
+
+def test_plain_text_keeps_the_underscores_of_names_and_drops_only_emphasis():
+    from common.formats.plain import markdown_to_text
+
+    assert markdown_to_text("set max_num_seqs and gpu_memory_utilization") == \
+        "set max_num_seqs and gpu_memory_utilization"
+    assert markdown_to_text("**Bold**, __strong__, _em_ and *it*") == "Bold, strong, em and it"
+    assert markdown_to_text("file_name.py and _private_") == "file_name.py and private"
+    assert markdown_to_text(r"\*not em\* and `code_x`") == r"\*not em\* and code_x"
