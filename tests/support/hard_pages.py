@@ -123,3 +123,33 @@ def merged_line(right: str = "I", *, font_size: int = 22, cut_at: int | None = N
     draw.text((x, 0), right, font=face, fill="black")
     end = x + (cut_at if cut_at is not None else draw.textlength(right, font=face) + 4)
     return crop.crop((0, 0, int(end), crop.height))
+
+
+def justified_rows(*, gutter: int = 24, font_size: int = 20, font: str = SANS, margin: int = 100, top: int = 120,
+                   paragraphs: list[str] = TEXT
+                   ) -> tuple[Image.Image, list[list[tuple[str, tuple[float, float, float, float]]]]]:
+    """A justified two-column page, and its columns' lines as the detector boxes them one at a time: for each
+    column, (text, box) top to bottom, each box (x0, y0, x1, y1) from the line's top to a fifth of the type size
+    below its baseline."""
+    width, height = 1275, 1100
+    page, draw = _page((width, height))
+    face = ImageFont.truetype(font, font_size)
+    col = (width - 2 * margin - gutter) // 2
+    lines: list[tuple[str, bool]] = []
+    for para in paragraphs:
+        wrapped = wrap(para, face, draw, col)
+        lines += [(ln, i == len(wrapped) - 1) for i, ln in enumerate(wrapped)]
+    per = -(-len(lines) // 2)
+    pitch = int(font_size * 1.45)
+    columns: list[list[tuple[str, tuple[float, float, float, float]]]] = [[], []]
+    for n, (line, last) in enumerate(lines):
+        x, y = margin + (n // per) * (col + gutter), top + pitch * (n % per)
+        words = line.split(" ")
+        space = ((col - sum(draw.textlength(w, font=face) for w in words)) / (len(words) - 1)
+                 if not last and len(words) > 1 else draw.textlength(" ", font=face))
+        start = x
+        for w in words:
+            draw.text((x, y), w, font=face, fill="black")
+            x += draw.textlength(w, font=face) + space
+        columns[n // per].append((line, (start, y, x - space, y + int(font_size * 1.2))))
+    return page, columns
