@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from common.formats.plain import markdown_to_text
-from tests.support.hard_pages import (FIELDS, GLOSSARY, SANS, SERIF, grey_page, justified_rows,
+from tests.support.hard_pages import (FIELDS, GLOSSARY, SANS, SERIF, figure_page, grey_page, justified_rows,
                                      key_value_page, merged_line, columns_page)
 from tests.support.cpu_flags import AVX2_ONLY
 from tests.support.text import cer
@@ -149,3 +149,15 @@ def test_a_blank_down_the_page_half_a_box_high_parts_rows_merged_across_a_justif
     assert _read_merged(image, columns, merged, cpu.PARAMS) == column_by_column
     old = dataclasses.replace(cpu.PARAMS, page_gutter=0.8, gutter_spaces=1.5)
     assert _read_merged(image, columns, merged, old) != column_by_column
+
+
+def test_a_framed_figure_is_no_table(engine, monkeypatch):
+    """A bar chart in a frame, with no text in it, was found as a ruled table of empty cells and put at the page's
+    end: 8 of the second generator's 18 caption pages (tuning seeds 1-3, issue 56). Params.empty_tables."""
+    page = figure_page()
+    [result] = engine.read([page.image])
+    assert "<table>" not in result.text and "table" not in [b["kind"] for b in result.blocks], result.text
+    assert cer(page.truth, markdown_to_text(result.text)) <= 0.01, result.text
+    monkeypatch.setattr(cpu, "PARAMS", dataclasses.replace(cpu.PARAMS, empty_tables=True))
+    [kept] = engine.read([page.image])
+    assert "<table>" in kept.text, kept.text
