@@ -403,3 +403,11 @@ def test_a_sidebar_of_smaller_type_left_of_the_text_is_read_after_it():
     # Two columns of one type size, the left one narrow, are still read left first.
     same = [(text, x0, y0, x1, y0 + 29) for text, x0, y0, x1, _ in rows]
     assert [line.text for block in order_blocks(_page(same), height=1100) for line in block.lines] == side + main
+    # A page of three columns, the first one's boxes a little shorter (the detector's, on 2 of bench/cpu_corpus.py's
+    # pages): the other two span twice its width, but their lines are as long as its own.
+    columns = [[f"column {c} line {i} of running text" for i in range(12)] for c in range(3)]
+    starts = [100, 470, 830]  # the first gutter the widest, cut first
+    three = [(text, starts[c], 90 + 40 * i, starts[c] + 320, 90 + 40 * i + (27 if c == 0 else 29))
+             for c, column in enumerate(columns) for i, text in enumerate(column)]
+    read = [line.text for block in order_blocks(_page(three), height=1100) for line in block.lines]
+    assert read == [text for column in columns for text in column]

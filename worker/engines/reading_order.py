@@ -87,11 +87,12 @@ class Params:
     # many line heights wide: glyphs are about half as wide as the line is high. "XXXX" stand-ins, one capitalised
     # word each, made narrow columns of the vLLM path's layout a table read row by row (issue 56).
     unknown_words: float = 5.0
-    # A column left of a gutter at most `sidebar_width` times as wide as the text right of it, its lines' median
-    # box at most `sidebar_size` times as tall as theirs, is a sidebar (a box of smaller type beside the main
-    # text), read after the main text: read first, as a page's first column, it put 0.17-0.33 of the second
-    # generator's sidebar pages out of order (tuning seeds 1-3, issue 56). Its type was 0.8-0.9 times the body's,
-    # its boxes' median 0.75-0.96 times as tall; two columns of one size are as wide as each other.
+    # A column left of a gutter whose lines are at most `sidebar_width` times as long as those of the text right
+    # of it (medians), their boxes at most `sidebar_size` times as tall, is a sidebar (a box of smaller type beside
+    # the main text), read after the main text: read first, as a page's first column, it put 0.17-0.33 of the
+    # second generator's sidebar pages out of order (tuning seeds 1-3, issue 56). Its type was 0.8-0.9 times the body's,
+    # its boxes' median 0.75-0.96 times as tall, its lines half as long; a column of a page of three, measured
+    # against the whole of the other two, was taken for one (2 of 309 pages of bench/cpu_corpus.py).
     sidebar_width: float = 0.6
     sidebar_size: float = 0.97
     # The named steps, each of which a bench run may switch off (bench/layout_scores.py --off, issue 56).
@@ -345,10 +346,12 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
 
 def _sidebar(left: list[Line], right: list[Line], params: Params) -> bool:
     """The lines left of a gutter are a sidebar beside the text right of it (Params.sidebar_width, sidebar_size):
-    narrower and of smaller type."""
-    width = _key_box(left)[2] - _key_box(left)[0]
-    if (width > params.sidebar_width * (_key_box(right)[2] - _key_box(right)[0])
-            or not (_prose(left) and _prose(right))):
+    shorter lines, of smaller type. The lines are measured, not the sides: beside a page's first column of three,
+    the other two span twice its width."""
+    if not (_prose(left) and _prose(right)):
+        return False
+    width = statistics.median(ln.key[2] - ln.key[0] for ln in left)
+    if width > params.sidebar_width * statistics.median(ln.key[2] - ln.key[0] for ln in right):
         return False
     return (statistics.median(ln.height for ln in left)
             <= params.sidebar_size * statistics.median(ln.height for ln in right))
