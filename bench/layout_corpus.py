@@ -16,11 +16,11 @@ text in a reader's order, `units` its parts in that order, each {"kind": heading
 (a numbered item also its "mark", "1.", which the truth holds as the page prints it).
 
 The truth's order, where a reader has to choose one: the main text first, then a sidebar as one block (its title,
-a heading, being bold on a line of its own, then its text), then the footnotes in their order; a reference mark is the page's text, right after its word
-("harvest2"), and a footnote starts with its mark ("2 The ..."). A caption is read where it stands, after the text
-above its figure; a pull quote too, between the paragraphs it is set between. A pull quote repeats no sentence of
-the page (so that each part of the truth has one place). Footnotes, captions, sidebars' text and pull quotes are
-text units: a pull quote read as a heading costs heading F1.
+a heading, being bold on a line of its own, then its text), then the footnotes in their order; a reference mark is
+the page's text, right after its word ("harvest2"), and a footnote starts with its mark ("2 The ..."). A caption
+is read where it stands, after the text above its figure; a pull quote too, between the paragraphs it is set
+between. A pull quote repeats no sentence of the page (so that each part of the truth has one place). Footnotes,
+captions, sidebars' text and pull quotes are text units: a pull quote read as a heading costs heading F1.
 
     .venv/bin/python bench/layout_corpus.py --out /tmp/layouts --kinds footnotes,captions,sidebar,pull_quote
 """

@@ -388,8 +388,8 @@ def test_a_gutter_that_the_boxes_reaching_past_their_ink_close_is_still_a_gutter
 
 
 def test_a_sidebar_of_smaller_type_left_of_the_text_is_read_after_it():
-    """A shaded box of smaller type left of the main text was read first, as a page's first column: 0.17-0.33 of
-    the second generator's sidebar pages out of order (tuning seeds 1-3, issue 56). Boxes from such a page: the
+    """A shaded box of smaller type left of the main text was read first, as a page's first column: 9 of the
+    second generator's 18 sidebar pages out of order (tuning seeds 1-3, issue 56). Boxes from such a page: the
     sidebar 330 px wide in 24 px boxes, the main text 650 px wide in 29 px boxes."""
     side = ["Weather Records", "The gauge readings were kept in", "a bound book by the schoolmaster,",
             "who sent a copy of each month's", "figures to the county office."]

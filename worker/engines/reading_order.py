@@ -89,10 +89,11 @@ class Params:
     unknown_words: float = 5.0
     # A column left of a gutter whose lines are at most `sidebar_width` times as long as those of the text right
     # of it (medians), their boxes at most `sidebar_size` times as tall, is a sidebar (a box of smaller type beside
-    # the main text), read after the main text: read first, as a page's first column, it put 0.17-0.33 of the
-    # second generator's sidebar pages out of order (tuning seeds 1-3, issue 56). Its type was 0.8-0.9 times the body's,
-    # its boxes' median 0.75-0.96 times as tall, its lines half as long; a column of a page of three, measured
-    # against the whole of the other two, was taken for one (2 of 309 pages of bench/cpu_corpus.py).
+    # the main text), read after the main text: read first, as a page's first column, it put 9 of the second
+    # generator's 18 sidebar pages out of order (tuning seeds 1-3, CER 0.17-0.33 a seed, issue 56). Its type was
+    # 0.8-0.9 times the body's, its boxes' median 0.75-0.96 times as tall, its lines half as long; a page's first
+    # column of three, measured against the span of the other two, was taken for one (2 of bench/cpu_corpus.py's
+    # 309 pages).
     sidebar_width: float = 0.6
     sidebar_size: float = 0.97
     # The named steps, each of which a bench run may switch off (bench/layout_scores.py --off, issue 56).
