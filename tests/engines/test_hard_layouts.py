@@ -3,12 +3,15 @@ margins, key-value forms and justified columns read whole and in a reader's orde
 
 from __future__ import annotations
 
+import dataclasses
+from functools import partial
+
 import numpy as np
 import pytest
 
 from common.formats.plain import markdown_to_text
-from tests.support.hard_pages import (FIELDS, GLOSSARY, SANS, SERIF, grey_page, key_value_page, merged_line,
-                                     columns_page)
+from tests.support.hard_pages import (FIELDS, GLOSSARY, SANS, SERIF, figure_page, grey_page, justified_rows,
+                                     key_value_page, merged_line, columns_page)
 from tests.support.cpu_flags import AVX2_ONLY
 from tests.support.text import cer
 from worker.engines import cpu
@@ -97,3 +100,64 @@ def test_the_vllm_layouts_boxes_read_narrow_columns_column_by_column():
     boxes = LineDetector(threads=1).boxes(page.image)
     columns = [round((box[0] - 110) / ((1275 - 220 + 40) / 4)) for box in boxes]
     assert columns == sorted(columns), boxes  # each column's boxes before any of the next's
+
+
+def _read_merged(image, columns, merged: set[int], params: cpu.Params) -> list[str]:
+    """The page's lines in reading order, the detector's boxes simulated: one box a line, but the rows in `merged`
+    joined across the gutter into one box 1.25 row pitches tall (as on the 5 tuning pages that read across), cut
+    as the engine cuts them (cpu._pieces), each part given the text of the column it lies in."""
+    from rapidocr.utils.process_img import get_rotate_crop_image
+
+    from worker.engines.reading_order import lines_from_quads, order_blocks
+
+    array = np.asarray(image)
+    blank = cpu._BlankColumns(array)
+    left, right = columns
+    pitch = left[1][1][1] - left[0][1][1]
+    quads, texts = [], []
+    for i, (text, (x0, y0, x1, y1)) in enumerate(left + right):
+        if i % len(left) not in merged:
+            quads.append([(x0, y0), (x1, y0), (x1, y1), (x0, y1)])
+            texts.append(text)
+    for i in merged:
+        (ltext, (lx0, y0, lx1, y1)), (rtext, (rx0, _, rx1, _)) = left[i], right[i]
+        grow = (1.25 * pitch - (y1 - y0)) / 2
+        quad = np.array([(lx0, y0 - grow), (rx1, y0 - grow), (rx1, y1 + grow), (lx0, y1 + grow)], np.float32)
+        crop = get_rotate_crop_image(array, quad)
+        pieces, _ = cpu._pieces(crop, f"{ltext} {rtext}", gutter_at=partial(blank.through, quad, crop.shape),
+                                params=params)
+        if pieces is None or len(pieces) == 1:
+            quads.append(quad.tolist())
+            texts.append(f"{ltext} {rtext}")
+            continue
+        for lo, hi in pieces:
+            part = cpu._part_of(quad, crop.shape[1], lo, hi)
+            quads.append(part.tolist())
+            texts.append(ltext if part[:, 0].mean() < (lx1 + rx0) / 2 else rtext)
+    blocks = order_blocks(lines_from_quads(quads, texts, [0.95] * len(texts)), height=array.shape[0])
+    return [line.text for block in blocks for line in block.lines]
+
+
+@pytest.mark.parametrize("gutter, font_size, merged", [(24, 20, {2, 3}), (27, 22, {1, 4, 6}), (30, 24, {0, 3, 5, 7})])
+def test_a_blank_down_the_page_half_a_box_high_parts_rows_merged_across_a_justified_gutter(gutter, font_size, merged):
+    """The detector joined 2-4 rows of a justified page's two columns into one box across a 24-30 px gutter, the
+    box 1.0-1.25 line heights tall: the blank there is under 0.8 of its height, so it was no gutter, and the page
+    read across its columns (CER 0.42-0.72 on 5 of 210 tuning pages). Params.page_gutter and gutter_spaces take a
+    blank that runs down the page at half a box height."""
+    image, columns = justified_rows(gutter=gutter, font_size=font_size)
+    column_by_column = [text for column in columns for text, _ in column]
+    assert _read_merged(image, columns, merged, cpu.PARAMS) == column_by_column
+    old = dataclasses.replace(cpu.PARAMS, page_gutter=0.8, gutter_spaces=1.5)
+    assert _read_merged(image, columns, merged, old) != column_by_column
+
+
+def test_a_framed_figure_is_no_table(engine, monkeypatch):
+    """A bar chart in a frame, with no text in it, was found as a ruled table of empty cells and put at the page's
+    end: 8 of the second generator's 18 caption pages (tuning seeds 1-3, issue 56). Params.empty_tables."""
+    page = figure_page()
+    [result] = engine.read([page.image])
+    assert "<table>" not in result.text and "table" not in [b["kind"] for b in result.blocks], result.text
+    assert cer(page.truth, markdown_to_text(result.text)) <= 0.01, result.text
+    monkeypatch.setattr(cpu, "PARAMS", dataclasses.replace(cpu.PARAMS, empty_tables=True))
+    [kept] = engine.read([page.image])
+    assert "<table>" in kept.text, kept.text

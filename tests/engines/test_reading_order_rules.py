@@ -385,3 +385,29 @@ def test_a_gutter_that_the_boxes_reaching_past_their_ink_close_is_still_a_gutter
     closed = Params(steps=PARAMS.steps - {"closed_gutters"})
     across = [line.text for block in order_blocks(_page(rows), height=1650, params=closed) for line in block.lines]
     assert across != left + right
+
+
+def test_a_sidebar_of_smaller_type_left_of_the_text_is_read_after_it():
+    """A shaded box of smaller type left of the main text was read first, as a page's first column: 9 of the
+    second generator's 18 sidebar pages out of order (tuning seeds 1-3, issue 56). Boxes from such a page: the
+    sidebar 330 px wide in 24 px boxes, the main text 650 px wide in 29 px boxes."""
+    side = ["Weather Records", "The gauge readings were kept in", "a bound book by the schoolmaster,",
+            "who sent a copy of each month's", "figures to the county office."]
+    main = [f"line {i} of the main text of the page, which runs on at some length" for i in range(12)]
+    rows = [(text, 115, 140 + 32 * i, 440, 164 + 32 * i) for i, text in enumerate(side)]
+    rows += [(text, 500, 90 + 40 * i, 1150, 119 + 40 * i) for i, text in enumerate(main)]
+    read = [line.text for block in order_blocks(_page(rows), height=1100) for line in block.lines]
+    assert read == main + side
+    off = Params(steps=PARAMS.steps - {"sidebars"})
+    assert [line.text for b in order_blocks(_page(rows), height=1100, params=off) for line in b.lines] == side + main
+    # Two columns of one type size, the left one narrow, are still read left first.
+    same = [(text, x0, y0, x1, y0 + 29) for text, x0, y0, x1, _ in rows]
+    assert [line.text for block in order_blocks(_page(same), height=1100) for line in block.lines] == side + main
+    # A page of three columns, the first one's boxes a little shorter (the detector's, on 2 of bench/cpu_corpus.py's
+    # pages): the other two span twice its width, but their lines are as long as its own.
+    columns = [[f"column {c} line {i} of running text" for i in range(12)] for c in range(3)]
+    starts = [100, 470, 830]  # the first gutter the widest, cut first
+    three = [(text, starts[c], 90 + 40 * i, starts[c] + 320, 90 + 40 * i + (27 if c == 0 else 29))
+             for c, column in enumerate(columns) for i, text in enumerate(column)]
+    read = [line.text for block in order_blocks(_page(three), height=1100) for line in block.lines]
+    assert read == [text for column in columns for text in column]

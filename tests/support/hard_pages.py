@@ -123,3 +123,65 @@ def merged_line(right: str = "I", *, font_size: int = 22, cut_at: int | None = N
     draw.text((x, 0), right, font=face, fill="black")
     end = x + (cut_at if cut_at is not None else draw.textlength(right, font=face) + 4)
     return crop.crop((0, 0, int(end), crop.height))
+
+
+def justified_rows(*, gutter: int = 24, font_size: int = 20, font: str = SANS, margin: int = 100, top: int = 120,
+                   paragraphs: list[str] = TEXT
+                   ) -> tuple[Image.Image, list[list[tuple[str, tuple[float, float, float, float]]]]]:
+    """A justified two-column page, and its columns' lines as the detector boxes them one at a time: for each
+    column, (text, box) top to bottom, each box (x0, y0, x1, y1) from the line's top to a fifth of the type size
+    below its baseline."""
+    width, height = 1275, 1100
+    page, draw = _page((width, height))
+    face = ImageFont.truetype(font, font_size)
+    col = (width - 2 * margin - gutter) // 2
+    lines: list[tuple[str, bool]] = []
+    for para in paragraphs:
+        wrapped = wrap(para, face, draw, col)
+        lines += [(ln, i == len(wrapped) - 1) for i, ln in enumerate(wrapped)]
+    per = -(-len(lines) // 2)
+    pitch = int(font_size * 1.45)
+    columns: list[list[tuple[str, tuple[float, float, float, float]]]] = [[], []]
+    for n, (line, last) in enumerate(lines):
+        x, y = margin + (n // per) * (col + gutter), top + pitch * (n % per)
+        words = line.split(" ")
+        space = ((col - sum(draw.textlength(w, font=face) for w in words)) / (len(words) - 1)
+                 if not last and len(words) > 1 else draw.textlength(" ", font=face))
+        start = x
+        for w in words:
+            draw.text((x, y), w, font=face, fill="black")
+            x += draw.textlength(w, font=face) + space
+        columns[n // per].append((line, (start, y, x - space, y + int(font_size * 1.2))))
+    return page, columns
+
+
+def figure_page(*, bars: int = 8, font_size: int = 24) -> LaidOutPage:
+    """A paragraph, a framed bar chart (no text in it) with its caption under it, and a paragraph."""
+    page, draw = _page((1275, 1100))
+    face = ImageFont.truetype(SERIF, font_size)
+    y, truth = 100, []
+
+    def paragraph(text: str) -> None:
+        nonlocal y
+        for line in wrap(text, face, draw, 1050):
+            draw.text((110, y), line, font=face, fill="black")
+            y += int(font_size * 1.45)
+        y += font_size
+        truth.append(text)
+
+    paragraph(TEXT[0])
+    x0, x1, top, bottom = 350, 900, y, y + 240
+    draw.rectangle((x0, top, x1, bottom), outline="black", width=2)
+    step = (x1 - x0 - 40) / bars
+    for n in range(bars):
+        height = 40 + (n * 67) % 170
+        draw.rectangle((x0 + 20 + n * step + 4, bottom - 20 - height, x0 + 20 + (n + 1) * step - 4, bottom - 20),
+                       fill=(90 + 10 * n,) * 3)
+    draw.line((x0 + 15, bottom - 20, x1 - 15, bottom - 20), fill="black", width=2)
+    y = bottom + font_size // 2
+    caption = "Figure 2. Grain brought to the mill each month, in sacks."
+    draw.text((x0, y), caption, font=ImageFont.truetype(SERIF, int(font_size * 0.85)), fill="black")
+    truth.append(caption)
+    y += 2 * font_size
+    paragraph(TEXT[1])
+    return LaidOutPage(page, "\n".join(truth))

@@ -27,7 +27,8 @@ _MARKER = re.compile(r"^\s*([•·‣▪◦●○■□–—*-]|\(?\d{1,3}[.)]|
 
 # The reading order's rules, in the order they run: each a step of Params.steps.
 STEPS = ("running_heads", "markers", "spanning_cut", "narrow_gutters", "closed_gutters", "bridged_gutters",
-         "key_values", "tables", "table_headings", "headings", "split_headings", "titles", "rejoin_columns")
+         "key_values", "tables", "table_headings", "sidebars", "headings", "split_headings", "titles",
+         "rejoin_columns")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,15 @@ class Params:
     # many line heights wide: glyphs are about half as wide as the line is high. "XXXX" stand-ins, one capitalised
     # word each, made narrow columns of the vLLM path's layout a table read row by row (issue 56).
     unknown_words: float = 5.0
+    # A column left of a gutter whose lines are at most `sidebar_width` times as long as those of the text right
+    # of it (medians), their boxes at most `sidebar_size` times as tall, is a sidebar (a box of smaller type beside
+    # the main text), read after the main text: read first, as a page's first column, it put 9 of the second
+    # generator's 18 sidebar pages out of order (tuning seeds 1-3, CER 0.17-0.33 a seed, issue 56). Its type was
+    # 0.8-0.9 times the body's, its boxes' median 0.75-0.96 times as tall, its lines half as long; a page's first
+    # column of three, measured against the span of the other two, was taken for one (2 of bench/cpu_corpus.py's
+    # 309 pages).
+    sidebar_width: float = 0.6
+    sidebar_size: float = 0.97
     # The named steps, each of which a bench run may switch off (bench/layout_scores.py --off, issue 56).
     steps: frozenset[str] = frozenset(STEPS)
 
@@ -300,6 +310,7 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
         row = _spanning_cut(lines, rows, unit, params) or row
     # A gutter the whole region's height is taken before a row gap of paragraph size, however narrow it is: such a
     # gap that lines up across the columns is two paragraph breaks, not the end of a band of columns.
+    vertical = False
     if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]
                             or row[1] - row[0] < params.section * unit):
         cut = (col[0] + col[1]) / 2
@@ -319,6 +330,7 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
                 above.append(cell if prose else Block("title", [cell]))
             return above + [Block("table", [ln for row in rows_of_cells for ln in row], rows=rows_of_cells)]
         first = [ln for ln in lines if ln.centre_x < cut]
+        vertical = True
     elif row is not None:
         cut = (row[0] + row[1]) / 2
         first = [ln for ln in lines if ln.centre_y < cut]
@@ -327,7 +339,23 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
     if not first or len(first) == len(lines):
         # Rows, each left to right: two boxes of one line may overlap, the second's top a little higher.
         return [ln for row in line_rows(lines, unit) for ln in row]
-    return _first_and_rest(lines, first)
+    first, rest = _first_and_rest(lines, first)
+    if vertical and "sidebars" in on and _sidebar(first, rest, params):
+        return rest, first
+    return first, rest
+
+
+def _sidebar(left: list[Line], right: list[Line], params: Params) -> bool:
+    """The lines left of a gutter are a sidebar beside the text right of it (Params.sidebar_width, sidebar_size):
+    shorter lines, of smaller type. The lines are measured, not the sides: beside a page's first column of three,
+    the other two span twice its width."""
+    if not (_prose(left) and _prose(right)):
+        return False
+    width = statistics.median(ln.key[2] - ln.key[0] for ln in left)
+    if width > params.sidebar_width * statistics.median(ln.key[2] - ln.key[0] for ln in right):
+        return False
+    return (statistics.median(ln.height for ln in left)
+            <= params.sidebar_size * statistics.median(ln.height for ln in right))
 
 
 def _first_and_rest(lines: list[Line], first: list[Line]) -> tuple[list[Line], list[Line]]:
