@@ -112,14 +112,14 @@ _LINE_END_HYPHEN = re.compile(r"(?<=[^\W\d_])-\s+(?=[^\W\d_])")
 
 
 def in_order_loose(text: str, lines: list[str]) -> float:
-    """in_order with the line breaks' marks taken out of both sides: spaces dropped (pdftotext reads "L A TEX",
+    """in_order with markdown's marks out (a heading's `#`, not `#1`) and the line breaks' out of both sides: spaces dropped (pdftotext reads "L A TEX",
     "LATEX 2ε" and "2 256" where we read them otherwise), a word broken at a line's end by a hyphen made whole in
     ours ("stan- dard", as -layout prints it) and its hyphen dropped from a reference line's end (-raw prints it,
     reading mode joins the word)."""
     def bare(s: str) -> str:
         return "".join(s.split())
 
-    flat = bare(_LINE_END_HYPHEN.sub("", " ".join(text.replace("#", " ").replace("```", " ").split())))
+    flat = bare(_LINE_END_HYPHEN.sub("", " ".join(w for w in _HEADING.sub("", text).split() if w != "```")))
     at = found = 0
     for line in lines:
         line = bare(line[:-1] if line.endswith("-") else line)

@@ -54,6 +54,10 @@ class Params:
     # A list's marker ("1.", "a)", "•") in a box of its own, this many line heights or fewer left of the line of
     # its row, is that line's start: read apart, the number was a paragraph of its own and its item not an item.
     marker_gap: float = 3.0
+    # ...unless it ends within this many line heights of where `narrow_lines` longer lines of its column end: then
+    # it is the end of their column (an equation's number flush right, "(3)"), and joined to the next column's
+    # line it bridged the gutter and the page read across its columns (apssamp.pdf page 3, issue 51).
+    marker_flush: float = 0.5
     # A row gap this wide or wider may end a band of columns (a section break); a narrower one is a paragraph
     # break (one blank line at line spacing up to 1.6 leaves about 2.2).
     section: float = 3.0
@@ -216,6 +220,9 @@ def _with_markers(lines: list[Line], unit: float, params: Params) -> list[Line]:
     joined: dict[int, Line] = {}
     gone: set[int] = set()
     for mark in markers:
+        if sum(ln.key[0] < mark.key[0] and abs(ln.key[2] - mark.key[2]) <= params.marker_flush * unit
+               for ln in lines) >= params.narrow_lines:
+            continue
         right = [ln for ln in lines if ln is not mark and id(ln) not in gone and ln.text
                  and abs(ln.centre_y - mark.centre_y) < 0.5 * unit
                  and 0 <= ln.key[0] - mark.key[2] <= params.marker_gap * unit]
