@@ -308,7 +308,7 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
     # A gutter the whole region's height is taken before a row gap of paragraph size, however narrow it is: such a
     # gap that lines up across the columns is two paragraph breaks, not the end of a band of columns.
     if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]
-                            or row[1] - row[0] < params.section * unit):
+                            or row[1] - row[0] < params.section * unit or _column_goes_on(lines, col, row, params)):
         cut = (col[0] + col[1]) / 2
         if "key_values" in on and (pairs := _key_values(lines, cut, unit, params)):
             return pairs
@@ -335,6 +335,18 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
         # Rows, each left to right: two boxes of one line may overlap, the second's top a little higher.
         return [ln for row in line_rows(lines, unit) for ln in row]
     return _first_and_rest(lines, first)
+
+
+def _column_goes_on(lines: list[Line], col: tuple[float, float], row: tuple[float, float], params: Params) -> bool:
+    """Above or below the row gap, more than `edge_rows` lines stand on one side of the gutter only: one column
+    ended and the other goes on past a break of its own, and the gap is no end of a band of columns (a paper's
+    appendix A under its references, read after appendix B beside them: sample-sigconf.pdf page 6, issue 51)."""
+    x, y = (col[0] + col[1]) / 2, (row[0] + row[1]) / 2
+    for part in ([ln for ln in lines if ln.centre_y < y], [ln for ln in lines if ln.centre_y >= y]):
+        sides = {ln.centre_x < x for ln in part}
+        if len(sides) == 1 and len(part) > params.edge_rows:
+            return True
+    return False
 
 
 def _first_and_rest(lines: list[Line], first: list[Line]) -> tuple[list[Line], list[Line]]:
