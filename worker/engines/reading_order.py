@@ -219,9 +219,10 @@ def _with_markers(lines: list[Line], unit: float, params: Params) -> list[Line]:
         return lines
     joined: dict[int, Line] = {}
     gone: set[int] = set()
+    marked = {id(mark) for mark in markers}
     for mark in markers:
-        if sum(ln.key[0] < mark.key[0] and abs(ln.key[2] - mark.key[2]) <= params.marker_flush * unit
-               for ln in lines) >= params.narrow_lines:
+        if sum(id(ln) not in marked and ln.key[0] < mark.key[0] - 2 * unit
+               and abs(ln.key[2] - mark.key[2]) <= params.marker_flush * unit for ln in lines) >= params.narrow_lines:
             continue
         right = [ln for ln in lines if ln is not mark and id(ln) not in gone and ln.text
                  and abs(ln.centre_y - mark.centre_y) < 0.5 * unit
