@@ -14,6 +14,10 @@ GAP_HEIGHTS = 1.5
 # (poppler's minWordBreakSpace and maxCharSpacing).
 WORD_BREAK = 0.1
 SIZE_CHANGE_BREAK = 0.03
+# pdfium infers a line break where the baseline moves, a superscript's too ("g⁺ g⁺ → g⁺": five lines of one
+# glyph, which the reading order took for a table's cells across both columns, apssamp.pdf page 3). Where the
+# next glyph starts within this many character heights of the last one's end, at the same height, the line goes on.
+SCRIPT_GAP = 0.5
 
 
 @dataclass(slots=True)
@@ -39,16 +43,15 @@ def group_lines(chars: list[Char]) -> list[dict]:
     word: list[Char] = []
     last: Char | None = None
     last_em = 0.0
+    broken = False  # pdfium inferred a line break after `last`
 
     for char in chars:
         if char.generated:
-            if word:
+            if char.text == "\n":
+                broken = last is not None
+            elif word:
                 current.append(word)
                 word = []
-            if char.text == "\n":
-                if current:
-                    lines.append(current)
-                current, last = [], None
             continue
         box = char.box
         # The font's size, not the glyph's tight box: an underscore, an apostrophe or a leader dot has a box far
@@ -58,7 +61,8 @@ def group_lines(chars: list[Char]) -> list[dict]:
             height = max(last_em, em, 1.0)
             previous = last.box
             gap = box[0] - previous[2]
-            if abs(char.middle - last.middle) > 0.6 * height or gap < -height or gap > GAP_HEIGHTS * height:
+            if abs(char.middle - last.middle) > 0.6 * height or gap < -height or gap > GAP_HEIGHTS * height or (
+                    broken and not -0.2 * height <= gap <= SCRIPT_GAP * height):
                 if word:
                     current.append(word)
                     word = []
@@ -72,7 +76,7 @@ def group_lines(chars: list[Char]) -> list[dict]:
                     current.append(word)
                     word = []
         word.append(char)
-        last, last_em = char, em
+        last, last_em, broken = char, em, False
     if word:
         current.append(word)
     if current:

@@ -108,6 +108,12 @@ def test_a_gutter_narrower_than_a_word_space_is_a_gutter_when_it_runs_down_many_
     # Each number is its item's start.
     texts = [line.text for block in order_blocks(_page(items), height=1100) for line in block.lines]
     assert texts == [f"{a[0]} {b[0]}" for a, b in zip(items[::2], items[1::2], strict=True)]
+    # Numbers set flush right ("9." under "10.") are still their items' starts, not a column's ends.
+    items = [row for i in range(14) for row in ((f"{i + 1}.", 58 if i < 9 else 48, 100 + 40 * i, 70, 125 + 40 * i),
+                                                (f"item {i + 1} of the list goes here", 80, 100 + 40 * i, 420,
+                                                 125 + 40 * i))]
+    texts = [line.text for block in order_blocks(_page(items), height=1100) for line in block.lines]
+    assert texts == [f"{a[0]} {b[0]}" for a, b in zip(items[::2], items[1::2], strict=True)]
 
 
 def test_table_keeps_rows_and_header_footer_stay_apart():

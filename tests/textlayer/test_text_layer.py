@@ -295,3 +295,70 @@ def test_a_lone_surrogate_from_an_engine_is_stored_as_a_replacement_character():
     assert storable("a\ud835b") == "a\ufffdb"
     assert storable({"lines": [{"text": "\ud835\udc65"}]}) == {"lines": [{"text": "\U0001d465"}]}
     assert storable(["plain", 3]) == ["plain", 3]
+
+
+def test_two_columns_with_superscripts_and_an_equation_number_read_column_by_column(tmp_path):
+    """A TeX paper's left column: a formula whose superscripts pdfium breaks into lines of a glyph each, and its
+    number "(1)" flush right, a gutter from the right column's line. The glyphs were read as a table's cells and
+    the number as a list marker of the right column's line, both across the gutter (apssamp.pdf page 3)."""
+    left = [f"The left column's line {i + 1:02} tells of tides and ropes." for i in range(14)]
+    right = [f"The right column's line {i + 1} counts the cargo in." for i in range(16)]
+
+    def draw(c):
+        c.setFont("Times-Roman", 10)
+        edge = 60 + c.stringWidth(left[0], "Times-Roman", 10)  # the left column's lines all end here
+        for i, line in enumerate(left):
+            c.drawString(60, 780 - i * 12 - (36 if i >= 7 else 0), line)
+        for i, line in enumerate(right):
+            c.drawString(edge + 20, 780 - i * 12, line)
+        formula = c.beginText(90, 780 - 7 * 12 - 6)
+        for base in ("g", "g", "g", "q", "q"):
+            formula.setFont("Times-Roman", 10)
+            formula.setRise(0)
+            formula.textOut(base)
+            formula.setFont("Times-Roman", 7)
+            formula.setRise(4)
+            formula.textOut("+")
+            formula.setRise(0)
+            formula.setFont("Times-Roman", 10)
+            formula.textOut(" \u2192 " if base == "g" else " ")
+        c.drawText(formula)
+        c.drawRightString(edge, 780 - 9 * 12, "(1)")  # on the baseline of a line of the right column
+
+    pdf = _page_with(tmp_path / "p.pdf", draw)
+    read = text_layer.read(read_text_layer(pdf, 0, limits=Limits()))
+    flat = " ".join(read.text.split())
+    assert "<td>" not in read.text, read.text
+    at = [flat.find(line) for line in left + right]
+    assert all(a >= 0 for a in at) and at == sorted(at), read.text  # the left column whole, then the right
+    assert "g+ \u2192 g+" in flat, read.text  # the formula on one line, as pdftotext reads it
+    assert 0 <= flat.find("(1)") < at[len(left)], read.text  # the number is the left column's, not a list's marker
+
+
+def test_a_column_that_goes_on_past_a_break_beside_a_short_column_is_read_first(tmp_path):
+    """The left column's references, a section break, then appendix A under them; appendix B beside them in the
+    right column, which ends early: the break runs across the page, and the page read A after B (sample-sigconf.pdf
+    page 6)."""
+    references = [f"[{i + 1}] A reference to the harbour records of year {1900 + i}." for i in range(12)]
+    appendix_a = [f"Appendix A's line {i + 1} tells of tides and ropes here." for i in range(6)]
+    appendix_b = [f"Appendix B's line {i + 1} counts the cargo in here." for i in range(6)]
+
+    def draw(c):
+        c.setFont("Times-Roman", 10)
+        for i, line in enumerate(references):
+            c.drawString(60, 780 - i * 12, line)
+        c.setFont("Times-Bold", 12)
+        c.drawString(60, 780 - 12 * 12 - 48, "A RESEARCH METHODS")
+        c.drawString(320, 780, "B ONLINE RESOURCES")
+        c.setFont("Times-Roman", 10)
+        for i, line in enumerate(appendix_a):
+            c.drawString(60, 780 - 12 * 12 - 66 - i * 12, line)
+        for i, line in enumerate(appendix_b):
+            c.drawString(320, 762 - i * 12, line)
+
+    pdf = _page_with(tmp_path / "p.pdf", draw)
+    read = text_layer.read(read_text_layer(pdf, 0, limits=Limits()))
+    flat = " ".join(read.text.split())
+    at = [flat.find(line) for line in references + ["A RESEARCH METHODS"] + appendix_a + ["B ONLINE RESOURCES"]
+          + appendix_b]
+    assert all(a >= 0 for a in at) and at == sorted(at), read.text

@@ -55,6 +55,10 @@ class Params:
     # A list's marker ("1.", "a)", "•") in a box of its own, this many line heights or fewer left of the line of
     # its row, is that line's start: read apart, the number was a paragraph of its own and its item not an item.
     marker_gap: float = 3.0
+    # ...unless it ends within this many line heights of where `narrow_lines` longer lines of its column end: then
+    # it is the end of their column (an equation's number flush right, "(3)"), and joined to the next column's
+    # line it bridged the gutter and the page read across its columns (apssamp.pdf page 3, issue 51).
+    marker_flush: float = 0.5
     # A row gap this wide or wider may end a band of columns (a section break); a narrower one is a paragraph
     # break (one blank line at line spacing up to 1.6 leaves about 2.2).
     section: float = 3.0
@@ -225,7 +229,11 @@ def _with_markers(lines: list[Line], unit: float, params: Params) -> list[Line]:
         return lines
     joined: dict[int, Line] = {}
     gone: set[int] = set()
+    marked = {id(mark) for mark in markers}
     for mark in markers:
+        if sum(id(ln) not in marked and ln.key[0] < mark.key[0] - 2 * unit
+               and abs(ln.key[2] - mark.key[2]) <= params.marker_flush * unit for ln in lines) >= params.narrow_lines:
+            continue
         right = [ln for ln in lines if ln is not mark and id(ln) not in gone and ln.text
                  and abs(ln.centre_y - mark.centre_y) < 0.5 * unit
                  and 0 <= ln.key[0] - mark.key[2] <= params.marker_gap * unit]
@@ -312,7 +320,7 @@ def _cut(lines: list[Line], unit: float, split: Splitter | None = None, params: 
     # gap that lines up across the columns is two paragraph breaks, not the end of a band of columns.
     vertical = False
     if col is not None and (row is None or col[1] - col[0] >= row[1] - row[0]
-                            or row[1] - row[0] < params.section * unit):
+                            or row[1] - row[0] < params.section * unit or _column_goes_on(lines, col, row, params)):
         cut = (col[0] + col[1]) / 2
         if "key_values" in on and (pairs := _key_values(lines, cut, unit, params)):
             return pairs
@@ -356,6 +364,18 @@ def _sidebar(left: list[Line], right: list[Line], params: Params) -> bool:
         return False
     return (statistics.median(ln.height for ln in left)
             <= params.sidebar_size * statistics.median(ln.height for ln in right))
+
+
+def _column_goes_on(lines: list[Line], col: tuple[float, float], row: tuple[float, float], params: Params) -> bool:
+    """Above or below the row gap, more than `edge_rows` lines stand on one side of the gutter only: one column
+    ended and the other goes on past a break of its own, and the gap is no end of a band of columns (a paper's
+    appendix A under its references, read after appendix B beside them: sample-sigconf.pdf page 6, issue 51)."""
+    x, y = (col[0] + col[1]) / 2, (row[0] + row[1]) / 2
+    for part in ([ln for ln in lines if ln.centre_y < y], [ln for ln in lines if ln.centre_y >= y]):
+        sides = {ln.centre_x < x for ln in part}
+        if len(sides) == 1 and len(part) > params.edge_rows:
+            return True
+    return False
 
 
 def _first_and_rest(lines: list[Line], first: list[Line]) -> tuple[list[Line], list[Line]]:
