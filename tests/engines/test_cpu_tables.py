@@ -165,3 +165,16 @@ def test_columns_whose_boxes_overlap_where_their_ink_does_not():
     tables = borderless(np.asarray(image), lines, unit)
     assert len(tables) == 1
     assert tables[0].table.grid() == rows
+
+
+def test_the_edge_of_a_page_on_a_desk_is_no_rule(engine):
+    # A photographed page: the paper against the darker desk around it shows as a long dark band along each
+    # edge, dark on one side only; taken as rules, the page's edges framed the table into a grid of their own.
+    from PIL import Image
+
+    page, truth = draw_table(INVOICE, rules="all")
+    desk = Image.new("RGB", (page.width + 160, page.height + 160), (110, 110, 110))
+    desk.paste(page, (80, 80))
+    tables, _ = _tables(engine, desk)
+    assert len(tables) == 1
+    assert tables[0].grid() == truth.grid()

@@ -91,7 +91,18 @@ def _ink(array: np.ndarray) -> np.ndarray:
 
     gray = array if array.ndim == 2 else cv2.cvtColor(np.ascontiguousarray(array), cv2.COLOR_RGB2GRAY)
     # Against the neighbourhood's mean, so grey rules and uneven light on a scan still show.
-    return cv2.adaptiveThreshold(gray, 255, cv2.ADAPTIVE_THRESH_MEAN_C, cv2.THRESH_BINARY_INV, 31, 12)
+    ink = cv2.adaptiveThreshold(gray, 255, cv2.ADAPTIVE_THRESH_MEAN_C, cv2.THRESH_BINARY_INV, 31, 12)
+    # Only strokes thinner than STROKE_WIDTH, darker than the light on both sides: the edge of a photographed
+    # page against the desk around it is dark on one side only, and no rule.
+    kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (STROKE_WIDTH, STROKE_WIDTH))
+    thin = cv2.morphologyEx(gray, cv2.MORPH_BLACKHAT, kernel) > STROKE_CONTRAST
+    return np.where(thin, ink, 0).astype(np.uint8)
+
+
+# A rule is at most this many pixels thick (a bold rule at 300 dpi is about 6), and darker than the paper around
+# it by this much of 255.
+STROKE_WIDTH = 15
+STROKE_CONTRAST = 12
 
 
 def ruled_grids(array: np.ndarray, unit: float) -> list[Grid]:
