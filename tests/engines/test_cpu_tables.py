@@ -178,3 +178,14 @@ def test_the_edge_of_a_page_on_a_desk_is_no_rule(engine):
     tables, _ = _tables(engine, desk)
     assert len(tables) == 1
     assert tables[0].grid() == truth.grid()
+
+
+def test_a_numbers_digit_groups_read_without_their_later_spaces_are_one_cell():
+    from worker.engines.cpu_tables import _grouped
+    from worker.engines.reading_order import Line
+
+    def parts(*texts):
+        return [Line(text=t, box=(0, 0, 1, 1), confidence=1.0) for t in texts]
+
+    assert _grouped(parts("1", "506517,36")) and _grouped(parts("2", "135,03"))
+    assert not _grouped(parts("24", "1607,69")) and not _grouped(parts("236", "3962,56"))

@@ -459,8 +459,9 @@ def _cut_at_columns(run: list[list[Line]], unit: float, array: np.ndarray | None
 
 
 def _grouped(parts: list[Line]) -> bool:
-    """Parts that are one number's digit groups (a space as the thousands separator: 2 135,03)."""
-    return any(re.fullmatch(r"[-−+]?\d{1,3}", a.text) and re.match(r"\d{3}(\D|$)", b.text)
+    """Parts that are one number's digit groups (a space as the thousands separator: 2 135,03; the recogniser
+    may drop the narrow spaces after the first: 1 506517,36)."""
+    return any(re.fullmatch(r"[-−+]?\d{1,3}", a.text) and re.match(r"\d{3}(\d{3})*(\D|$)", b.text)
                for a, b in zip(parts, parts[1:]))
 
 
