@@ -133,3 +133,59 @@ def test_columns_of_dates_one_space_apart_are_cut_into_their_cells(engine):
     tables, _ = _tables(engine, image)
     assert len(tables) == 1
     assert tables[0].grid() == rows
+
+
+def test_columns_whose_boxes_overlap_where_their_ink_does_not():
+    # The detector pads each box; cells one space apart get boxes that overlap by a few pixels, so no blank runs
+    # down the run between their boxes, only between their ink.
+    import numpy as np
+    from PIL import Image, ImageDraw, ImageFont
+
+    from tests.support.table_pages import SERIF
+    from worker.engines.cpu_tables import borderless
+    from worker.engines.reading_order import Line
+
+    face = ImageFont.truetype(SERIF, 22)
+    rows = [[f"19{90 + n}-0{n}-16", f"19{91 + n}-0{n}-17", f"20{10 + n}-1{n}-05"] for n in range(1, 7)]
+    image = Image.new("RGB", (900, 400), "white")
+    draw = ImageDraw.Draw(image)
+    pad, lines, starts = 8, [], [60, 0, 0]
+    date = int(draw.textlength("1993-08-16", font=face))
+    starts[1] = starts[0] + date + 12
+    starts[2] = starts[1] + date + 12
+    for r, row in enumerate(rows):
+        for x, text in zip(starts, row, strict=True):
+            y = 40 + 40 * r
+            draw.text((x, y), text, font=face, fill="black")
+            left, top, right, bottom = draw.textbbox((x, y), text, font=face)
+            box = (left - pad, top - 4, right + pad, bottom + 4)
+            lines.append(Line(text=text, box=box, confidence=0.99, key=tuple(map(float, box))))
+    assert any(a.box[2] > b.box[0] for a, b in zip(lines, lines[1:]) if a.box[1] == b.box[1])
+    unit = lines[0].box[3] - lines[0].box[1]
+    tables = borderless(np.asarray(image), lines, unit)
+    assert len(tables) == 1
+    assert tables[0].table.grid() == rows
+
+
+def test_the_edge_of_a_page_on_a_desk_is_no_rule(engine):
+    # A photographed page: the paper against the darker desk around it shows as a long dark band along each
+    # edge, dark on one side only; taken as rules, the page's edges framed the table into a grid of their own.
+    from PIL import Image
+
+    page, truth = draw_table(INVOICE, rules="all")
+    desk = Image.new("RGB", (page.width + 160, page.height + 160), (110, 110, 110))
+    desk.paste(page, (80, 80))
+    tables, _ = _tables(engine, desk)
+    assert len(tables) == 1
+    assert tables[0].grid() == truth.grid()
+
+
+def test_a_numbers_digit_groups_read_without_their_later_spaces_are_one_cell():
+    from worker.engines.cpu_tables import _grouped
+    from worker.engines.reading_order import Line
+
+    def parts(*texts):
+        return [Line(text=t, box=(0, 0, 1, 1), confidence=1.0) for t in texts]
+
+    assert _grouped(parts("1", "506517,36")) and _grouped(parts("2", "135,03"))
+    assert not _grouped(parts("24", "1607,69")) and not _grouped(parts("236", "3962,56"))

@@ -91,7 +91,18 @@ def _ink(array: np.ndarray) -> np.ndarray:
 
     gray = array if array.ndim == 2 else cv2.cvtColor(np.ascontiguousarray(array), cv2.COLOR_RGB2GRAY)
     # Against the neighbourhood's mean, so grey rules and uneven light on a scan still show.
-    return cv2.adaptiveThreshold(gray, 255, cv2.ADAPTIVE_THRESH_MEAN_C, cv2.THRESH_BINARY_INV, 31, 12)
+    ink = cv2.adaptiveThreshold(gray, 255, cv2.ADAPTIVE_THRESH_MEAN_C, cv2.THRESH_BINARY_INV, 31, 12)
+    # Only strokes thinner than STROKE_WIDTH, darker than the light on both sides: the edge of a photographed
+    # page against the desk around it is dark on one side only, and no rule.
+    kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (STROKE_WIDTH, STROKE_WIDTH))
+    thin = cv2.morphologyEx(gray, cv2.MORPH_BLACKHAT, kernel) > STROKE_CONTRAST
+    return np.where(thin, ink, 0).astype(np.uint8)
+
+
+# A rule is at most this many pixels thick (a bold rule at 300 dpi is about 6), and darker than the paper around
+# it by this much of 255.
+STROKE_WIDTH = 15
+STROKE_CONTRAST = 12
 
 
 def ruled_grids(array: np.ndarray, unit: float) -> list[Grid]:
@@ -376,7 +387,8 @@ def _tables_in_run(run: list[list[Line]], unit: float, array: np.ndarray | None 
         return []
     run, whole = _cut_at_columns(run, unit, array, recognise)
     multi = [row for row in run if len(row) >= 2]
-    columns = _columns(multi, unit)
+    spans = _ink_spans(array, run)
+    columns = _columns(multi, unit, spans)
     if len(columns) < 2:
         return []
     segments = [ln for row in multi for ln in row]
@@ -389,7 +401,7 @@ def _tables_in_run(run: list[list[Line]], unit: float, array: np.ndarray | None 
         # pairs that line up on most rows are a table.
         if statistics.median(len(ln.text) for ln in segments) > 20:
             return []
-    table, parts = _cells_from_rows(run, columns, unit)
+    table, parts = _cells_from_rows(run, columns, unit, spans)
     if table is None:
         return []
     source = list({id(ln): ln for ln in (whole.get(id(part), part) for part in parts)}.values())
@@ -447,8 +459,9 @@ def _cut_at_columns(run: list[list[Line]], unit: float, array: np.ndarray | None
 
 
 def _grouped(parts: list[Line]) -> bool:
-    """Parts that are one number's digit groups (a space as the thousands separator: 2 135,03)."""
-    return any(re.fullmatch(r"[-−+]?\d{1,3}", a.text) and re.match(r"\d{3}(\D|$)", b.text)
+    """Parts that are one number's digit groups (a space as the thousands separator: 2 135,03; the recogniser
+    may drop the narrow spaces after the first: 1 506517,36)."""
+    return any(re.fullmatch(r"[-−+]?\d{1,3}", a.text) and re.match(r"\d{3}(\d{3})*(\D|$)", b.text)
                for a, b in zip(parts, parts[1:]))
 
 
@@ -459,24 +472,43 @@ def _box_x(line: Line, a: float, b: float) -> tuple[float, float]:
     return line.box[0] + (a - line.key[0]) * scale, line.box[0] + (b - line.key[0]) * scale
 
 
-def _blanks(array: np.ndarray, line: Line) -> list[tuple[float, float]]:
-    """The blanks inside a line CELL_BLANK of its height wide or wider, as key x (start, end)."""
+def _inked(array: np.ndarray, line: Line) -> tuple[np.ndarray, float]:
+    """The pixel columns of the line's box that hold ink (its middle band, darker than halfway between its
+    lightest and darkest), and key x per pixel; none where the box is too small or mostly dark."""
     x0, y0, x1, y1 = (max(0, int(v)) for v in line.box)
     crop = array[y0:y1, x0:x1]
     height = y1 - y0
+    scale = (line.key[2] - line.key[0]) / max(x1 - x0, 1)
     if crop.size == 0 or height < 6:
-        return []
+        return np.empty(0, dtype=int), scale
     gray = crop.mean(axis=2) if crop.ndim == 3 else crop.astype(float)
     band = gray[height // 6:height - height // 6]
     ink = band < (band.max() + band.min()) / 2
     if ink.mean() > 0.5:
-        return []
-    inked = np.flatnonzero(ink.any(axis=0))
+        return np.empty(0, dtype=int), scale
+    return np.flatnonzero(ink.any(axis=0)), scale
+
+
+def _blanks(array: np.ndarray, line: Line) -> list[tuple[float, float]]:
+    """The blanks inside a line CELL_BLANK of its height wide or wider, as key x (start, end)."""
+    inked, scale = _inked(array, line)
     if inked.size < 2:
         return []
-    scale = (line.key[2] - line.key[0]) / max(x1 - x0, 1)
+    height = line.box[3] - line.box[1]
     return [(line.key[0] + (a + 1) * scale, line.key[0] + b * scale)
             for a, b in zip(inked, inked[1:]) if b - a > CELL_BLANK * height]
+
+
+def _ink_spans(array: np.ndarray | None, rows: list[list[Line]]) -> dict[int, tuple[float, float]]:
+    """Each line's key x from its first to its last inked pixel column, by the line's id. The detector's boxes of
+    cells that stand close (a spreadsheet's dates) overlap where their ink does not."""
+    spans = {}
+    for row in rows:
+        for ln in row:
+            inked, scale = _inked(array, ln) if array is not None else (np.empty(0, dtype=int), 1.0)
+            spans[id(ln)] = ((ln.key[0] + inked[0] * scale, ln.key[0] + (inked[-1] + 1) * scale) if inked.size
+                             else (ln.key[0], ln.key[2]))
+    return spans
 
 
 def _numeric_column(segments: list[Line], columns: list[tuple[float, float]]) -> bool:
@@ -497,17 +529,25 @@ def _continues_cell(run: list[list[Line]], unit: float) -> bool:
     return _row_gap(above, run[-1]) < 0.5 * unit and line.key[0] >= above[1].key[0] - 0.5 * unit
 
 
-def _columns(rows: list[list[Line]], unit: float) -> list[tuple[float, float]]:
-    """The columns' extents: stretches across the run that more rows than a few cover, between blanks that at
-    most a sixth of the rows cross (a spanning header, a long cell)."""
-    left = min(ln.key[0] for row in rows for ln in row)
-    right = max(ln.key[2] for row in rows for ln in row)
+# Blanks between the ink of lines narrower than this share of a line's height are not gutters (a word space is
+# about a quarter; the detector's padding is trimmed off, so a gutter one space wide still counts).
+INK_GUTTER = 0.2
+
+
+def _columns(rows: list[list[Line]], unit: float, spans: dict[int, tuple[float, float]]
+             ) -> list[tuple[float, float]]:
+    """The columns' extents: stretches across the run that more rows than a few cover (each line from its first
+    inked pixel to its last), between blanks that at most a sixth of the rows cross (a spanning header, a long
+    cell)."""
+    left = min(spans[id(ln)][0] for row in rows for ln in row)
+    right = max(spans[id(ln)][1] for row in rows for ln in row)
     size = int(right - left) + 2
     cover = np.zeros(size, dtype=np.int32)
     for row in rows:
         mark = np.zeros(size, dtype=bool)
         for ln in row:
-            mark[int(ln.key[0] - left):int(ln.key[2] - left) + 1] = True
+            a, b = spans[id(ln)]
+            mark[int(a - left):int(b - left) + 1] = True
         cover += mark
     crossed = len(rows) // 6
     inside = cover > crossed
@@ -520,19 +560,17 @@ def _columns(rows: list[list[Line]], unit: float) -> list[tuple[float, float]]:
             start = None
     if start is not None:
         out.append([start + left, size - 1 + left])
-    # Blanks narrower than a word space (a third of a line's height) are not gutters; the detector pads a box by
-    # about a sixth of its height, so a line cut at a blank stands closer to its neighbour than an uncut one.
     merged: list[list[float]] = []
     for col in out:
-        if merged and col[0] - merged[-1][1] < 0.33 * unit:
+        if merged and col[0] - merged[-1][1] < INK_GUTTER * unit:
             merged[-1][1] = col[1]
         else:
             merged.append(col)
     return [(a, b) for a, b in merged]
 
 
-def _cells_from_rows(run: list[list[Line]], columns: list[tuple[float, float]], unit: float
-                     ) -> tuple[Table | None, list[Line]]:
+def _cells_from_rows(run: list[list[Line]], columns: list[tuple[float, float]], unit: float,
+                     spans: dict[int, tuple[float, float]]) -> tuple[Table | None, list[Line]]:
     """The run's lines on the grid: each in the columns it overlaps; a row with nothing in the first column that
     follows the row before closer than rows follow each other continues that row's cells (a cell of two lines)."""
     gaps = [_row_gap(a, b) for a, b in zip(run, run[1:])]
@@ -541,9 +579,10 @@ def _cells_from_rows(run: list[list[Line]], columns: list[tuple[float, float]], 
     for n, row in enumerate(run):
         slots: dict[int, tuple[int, list[Line]]] = {}
         for ln in row:
-            hit = [i for i, (a, b) in enumerate(columns) if min(b, ln.key[2]) - max(a, ln.key[0]) > 0.25 * unit]
+            x0, x1 = spans[id(ln)]
+            hit = [i for i, (a, b) in enumerate(columns) if min(b, x1) - max(a, x0) > 0.25 * unit]
             if not hit:
-                hit = [min(range(len(columns)), key=lambda i: abs((columns[i][0] + columns[i][1]) / 2 - ln.centre_x))]
+                hit = [min(range(len(columns)), key=lambda i: abs((columns[i][0] + columns[i][1]) / 2 - (x0 + x1) / 2))]
             first, span = hit[0], hit[-1] - hit[0] + 1
             if first in slots:
                 slots[first][1].append(ln)
