@@ -155,8 +155,9 @@ def justified_rows(*, gutter: int = 24, font_size: int = 20, font: str = SANS, m
     return page, columns
 
 
-def figure_page(*, bars: int = 8, font_size: int = 24) -> LaidOutPage:
-    """A paragraph, a framed bar chart (no text in it) with its caption under it, and a paragraph."""
+def figure_page(*, bars: int = 8, font_size: int = 24, grid: bool = False) -> LaidOutPage:
+    """A paragraph, a framed bar chart (no text in it; with thin grid lines across it if `grid`) with its caption
+    under it, and a paragraph."""
     page, draw = _page((1275, 1100))
     face = ImageFont.truetype(SERIF, font_size)
     y, truth = 100, []
@@ -172,6 +173,9 @@ def figure_page(*, bars: int = 8, font_size: int = 24) -> LaidOutPage:
     paragraph(TEXT[0])
     x0, x1, top, bottom = 350, 900, y, y + 240
     draw.rectangle((x0, top, x1, bottom), outline="black", width=2)
+    for n in range(1, 4) if grid else ():
+        draw.line((x0, top + n * (bottom - top) // 4, x1, top + n * (bottom - top) // 4), fill="black", width=2)
+        draw.line((x0 + n * (x1 - x0) // 4, top, x0 + n * (x1 - x0) // 4, bottom), fill="black", width=2)
     step = (x1 - x0 - 40) / bars
     for n in range(bars):
         height = 40 + (n * 67) % 170
