@@ -1,5 +1,6 @@
 """hOCR 1.2 (kba.github.io/hocr-spec/1.2): XHTML with ocr_page > ocr_carea > ocr_par > ocr_line > ocrx_word,
-each with its bbox in the upright page's pixels, words with x_wconf (0-100)."""
+each with its bbox in the upright page's pixels, words with x_wconf (0-100). A table block is an ocr_table (the
+spec's element for a table; it has none for cells, whose rows and columns are in the JSON, PAGE XML and CSV)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from common.formats.xml_text import scrub
 XHTML = "http://www.w3.org/1999/xhtml"
 DOCTYPE = ('<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN" '
            '"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">\n')
-CAPABILITIES = "ocr_page ocr_carea ocr_par ocr_line ocrx_word ocrp_wconf ocr_photo"
+CAPABILITIES = "ocr_page ocr_carea ocr_table ocr_par ocr_line ocrx_word ocrp_wconf ocr_photo"
 
 
 def _bbox(box) -> str:
@@ -50,7 +51,8 @@ def _page(body: ET.Element, page: PageLayout) -> None:
         if block["kind"] == "figure":
             ET.SubElement(div, "div", {"class": "ocr_photo", "id": f"photo_{n}_{b}", "title": _bbox(block["box"])})
             continue
-        area = ET.SubElement(div, "div", {"class": "ocr_carea", "id": f"block_{n}_{b}", "title": _bbox(block["box"]),
+        area = ET.SubElement(div, "div", {"class": "ocr_table" if block["kind"] == "table" else "ocr_carea",
+                                          "id": f"block_{n}_{b}", "title": _bbox(block["box"]),
                                           "data-kind": block["kind"]})
         par = ET.SubElement(area, "p", {"class": "ocr_par", "id": f"par_{n}_{b}", "title": _bbox(block["box"])})
         for ln, line in enumerate(block["lines"], start=1):

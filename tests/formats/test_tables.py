@@ -142,3 +142,26 @@ def test_no_tables_is_an_empty_zip_and_an_empty_sheet():
         assert archive.namelist() == []
     assert load_workbook(io.BytesIO(results.body(JOB, pages, "xlsx"))).sheetnames == ["no tables"]
     assert json.loads(results.body(JOB, pages, "json"))["tables"] == []
+
+
+def test_hocr_writes_a_table_block_as_an_ocr_table_holding_its_lines():
+    import xml.etree.ElementTree as ET
+
+    from common.formats import render_layout
+    from tests.support.layout_checks import hocr_check
+
+    table = _table([HEAD, ["Kalk", "12", "1.234,56"]], header=True)
+    line = {"text": "Kalk 12 1.234,56", "box": [100, 140, 900, 170], "confidence": 0.99,
+            "words": [{"text": t, "box": [100 + 300 * i, 140, 300 + 300 * i, 170], "confidence": 0.99}
+                      for i, t in enumerate(["Kalk", "12", "1.234,56"])]}
+    text = _text(0) | {"lines": [_text(0)["lines"][0] | {"words": [{"text": "Rechnung", "box": [100, 50, 900, 80],
+                                                                    "confidence": 0.99}]}]}
+    hocr = render_layout("hocr", JOB, [_page(0, text, table | {"lines": [line]})])
+    hocr_check(hocr)
+    root = ET.fromstring(hocr.split(b"\n", 2)[2])
+    ns = "{http://www.w3.org/1999/xhtml}"
+    classes = {e.get("class"): e for e in root.iter(f"{ns}div")}
+    assert "ocr_table" in root.find(f".//{ns}meta[@name='ocr-capabilities']").get("content").split()
+    words = [w.text for w in classes["ocr_table"].iter(f"{ns}span") if w.get("class") == "ocrx_word"]
+    assert words == ["Kalk", "12", "1.234,56"]
+    assert [w.text for w in classes["ocr_carea"].iter(f"{ns}span") if w.get("class") == "ocrx_word"] == ["Rechnung"]
