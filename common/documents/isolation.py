@@ -216,10 +216,17 @@ def _outcome(payload: bytes, status: int | None, what: str) -> Any:
     if status is not None and os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
         raise DocumentRejected("render_crashed", f"{what.capitalize()} crashed ({name}).")
+    # Without the collector: a hundred pages' lines come back as over 100,000 small lists and dicts, and the
+    # collections their making set off in a busy worker took ten times the unpickling itself.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         result = pickle.loads(payload)
     except Exception:
         raise DocumentRejected("render_crashed", f"{what.capitalize()} ended without a result.") from None
+    finally:
+        if collecting:
+            gc.enable()
     if result[0] == "ok":
         return result[1]
     raise DocumentRejected(result[1], result[2])

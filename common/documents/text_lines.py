@@ -86,18 +86,14 @@ def group_lines(chars: list[Char]) -> list[dict]:
 
 def _line(words: list[list[Char]]) -> dict:
     boxes = [_union(w) for w in words]
-    texts = ["".join(c.text for c in w) for w in words]
+    texts = ["".join([c.text for c in w]) for w in words]
+    x0, y0, x1, y1 = zip(*boxes)
     return {"text": " ".join(texts), "mono": all(c.mono for w in words for c in w),
-            "box": [min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes),
-                    max(b[3] for b in boxes)],
+            "box": [min(x0), min(y0), max(x1), max(y1)],
             "words": [{"text": t, "box": b, "confidence": 1.0} for t, b in zip(texts, boxes, strict=True)]}
 
 
 def _union(chars: list[Char]) -> list[int]:
-    x0 = y0 = float("inf")
-    x1 = y1 = float("-inf")
-    for c in chars:
-        b = c.box
-        x0, y0 = min(x0, b[0]), min(y0, b[1])
-        x1, y1 = max(x1, b[2]), max(y1, b[3])
-    return [int(x0), int(y0), int(x1 + 0.999), int(y1 + 0.999)]
+    # One min/max over each side's column, not four a glyph: this ran a tenth of a page's reading.
+    x0, y0, x1, y1 = zip(*(c.box for c in chars))
+    return [int(min(x0)), int(min(y0)), int(max(x1) + 0.999), int(max(y1) + 0.999)]
