@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import time
 
+import pytest
+
 from sqlalchemy import select
 
 from common.db import Database
@@ -70,3 +72,25 @@ def test_a_page_text_with_nul_and_lone_surrogates_is_stored(pg_url):
         assert stored.text == "onetwo \ufffd"
         assert stored.blocks[0]["lines"][0]["text"] == "ab\ufffd"
         assert stored.text_layer["lines"][0]["text"] == "xy"
+
+
+def test_a_time_limit_or_an_outage_is_no_defect_even_inside_another_error():
+    # rapidocr, which the line detector for searchable PDFs runs too, wraps the task's soft time limit in its own.
+    from celery.exceptions import SoftTimeLimitExceeded
+    from sqlalchemy.exc import OperationalError
+
+    from worker.jobs.pipeline import _raise_unless_defect
+
+    limit = SoftTimeLimitExceeded()
+    try:
+        try:
+            raise limit
+        except SoftTimeLimitExceeded as inner:
+            raise RuntimeError("rapidocr failed") from inner
+    except RuntimeError as wrapped:
+        with pytest.raises(SoftTimeLimitExceeded) as raised:
+            _raise_unless_defect(wrapped)
+    assert raised.value is limit
+    with pytest.raises(OperationalError):
+        _raise_unless_defect(OperationalError("SELECT 1", {}, ConnectionError("refused")))
+    _raise_unless_defect(RuntimeError("a defect"))  # returns: the caller fails the page with its reason

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
-from celery.exceptions import SoftTimeLimitExceeded
 from PIL import Image
 
 from worker.engines import cascade, cpu_tables, inference, reading_order
-from worker.engines.base import EngineError, PageText
+from worker.engines.base import EngineError, PageText, time_limit_in
 
 
 @dataclass(frozen=True)
@@ -156,7 +155,7 @@ class CpuEngine:
                 if not PARAMS.empty_tables:
                     blocks = [block for block in blocks if not _empty_table(block)]
         except Exception as exc:  # onnxruntime raises plain RuntimeError/ValueError on odd inputs
-            if timeout := _time_limit_in(exc):
+            if timeout := time_limit_in(exc):
                 raise timeout from None  # the task's time is up, whatever rapidocr wrapped it in
             return EngineError(f"rapidocr failed: {exc}", kind="engine")
         text = reading_order.to_markdown(blocks)
@@ -426,9 +425,8 @@ def _with_bullets(array: np.ndarray, lines: list[reading_order.Line], params: Pa
 
 def _empty_table(block: reading_order.Block) -> bool:
     """A table found on the page with no text in its cells and no line of the page in it (Params.empty_tables)."""
-    table = getattr(block, "table", None)
-    return (table is not None and not block.lines and not getattr(block, "source", None)
-            and not any(cell.text.strip() for cell in table.cells))
+    return (isinstance(block, cpu_tables.TableBlock) and block.table is not None and not block.lines
+            and not block.source and not any(cell.text.strip() for cell in block.table.cells))
 
 
 def _without_show_through(array: np.ndarray) -> np.ndarray:
@@ -583,17 +581,6 @@ def _neighbour_distances(quads: np.ndarray, i: int, unit: np.ndarray, along: np.
         elif offset > 0 and (down is None or offset < down):
             down = float(offset)
     return up, down
-
-
-def _time_limit_in(exc: BaseException) -> SoftTimeLimitExceeded | None:
-    """The soft time limit behind an exception: rapidocr re-raises everything as its own error."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, SoftTimeLimitExceeded):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 # A page read at the classifier's turn with its characters this sure on average is not read again as it came. On

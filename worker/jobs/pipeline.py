@@ -10,7 +10,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import select, update
 
 from common import outages, tracing
@@ -35,7 +34,7 @@ from common.storage import ObjectMissing
 from common.tenancy.s3_grants import NotGranted
 from worker.context import WorkerContext
 from worker.engines import pictures, text_layer
-from worker.engines.base import EngineError, PageText
+from worker.engines.base import EngineError, PageText, time_limit_in
 from worker.jobs import routing, tenant_cap
 from worker.jobs.ending import close_in, fail_job, finish_closing
 from worker.jobs.reasons import internal_error, public_reason
@@ -98,9 +97,8 @@ def _read_own_texts(ctx: WorkerContext, job: Job, queued: list) -> list:
                     events.page_ended(session, job_id=job.id, page_id=row.id)
                     written.append(outcome)
             closed = close_in(session, ctx, job_id=job.id)
-    except (SoftTimeLimitExceeded, *outages.OUTAGE_TYPES):
-        raise
-    except Exception:
+    except Exception as exc:
+        _raise_unless_defect(exc)
         log.exception("text layers read at the split could not be used; the page tasks read each page")
         return queued
     for outcome in written:
@@ -231,9 +229,8 @@ def process_pages(ctx: WorkerContext, *, page_ids: list[str], deliveries: dict[s
             log.warning("page %d not rendered: %r", c.page.index + 1, exc)
             outcomes[c.page.id] = job_states.PageOutcome(
                 error=f"page {c.page.index + 1} could not be rendered: {public_reason(exc)}")
-        except SoftTimeLimitExceeded:
-            raise
-        except Exception:
+        except Exception as exc:
+            _raise_unless_defect(exc)
             _defect(ctx, [c], outcomes, max_attempts, "its text layer was read or it was rendered")
     if ready or mixed:
         _read_with_engine(ctx, ready, mixed, outcomes, max_attempts)
@@ -250,9 +247,8 @@ def _read_with_engine(ctx: WorkerContext, ready: list[tuple[Claimed, RenderedPag
         with tracing.span("engine.read", engine=ctx.engine.name, pages=len(ready), pictures=len(images) - len(ready)):
             results = ctx.engine.read(images)
             tracing.annotate(engine_url=_engine_urls(results))
-    except SoftTimeLimitExceeded:
-        raise
-    except Exception:
+    except Exception as exc:
+        _raise_unless_defect(exc)
         _defect(ctx, [c for c, _ in ready] + [c for c, *_ in mixed], outcomes, max_attempts, "the engine read it")
         return
     elapsed = time.perf_counter() - started
@@ -286,10 +282,18 @@ def _defects_fail(ctx: WorkerContext, c: Claimed, outcomes: dict[str, job_states
                   max_attempts: int) -> Iterator[None]:
     try:
         yield
-    except SoftTimeLimitExceeded:
-        raise
-    except Exception:
+    except Exception as exc:
+        _raise_unless_defect(exc)
         _defect(ctx, [c], outcomes, max_attempts, "its result was put together")
+
+
+def _raise_unless_defect(exc: Exception) -> None:
+    """Raise again what is no defect of ocrq's: the task's soft time limit, also inside another error (rapidocr,
+    which the line detector runs too, wraps it in its own), and an outage, which the task waits out."""
+    if (limit := time_limit_in(exc)) is not None:
+        raise limit from None
+    if isinstance(exc, outages.OUTAGE_TYPES):
+        raise exc
 
 
 def _defect(ctx: WorkerContext, pages: list[Claimed], outcomes: dict[str, job_states.PageOutcome],
@@ -375,9 +379,8 @@ def _write_outcomes(ctx: WorkerContext, finished: list[tuple[Page, job_states.Pa
         bind_job(job_id=page.job_id, page=page.index + 1, page_id=page.id)
         try:
             written, closed = _write_outcome(ctx, page, outcome)
-        except (SoftTimeLimitExceeded, *outages.OUTAGE_TYPES):
-            raise
-        except Exception:
+        except Exception as exc:
+            _raise_unless_defect(exc)
             # What was read cannot be stored (a defect, not an outage): writing it again would fail again.
             log.exception("page %d's result could not be written", page.index + 1)
             outcome = job_states.PageOutcome(error=internal_error(page.index, attempts=page.attempts or 1))
