@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from celery.exceptions import SoftTimeLimitExceeded
 from PIL import Image
 
 
@@ -17,17 +16,6 @@ class EngineError(Exception):
     def __init__(self, message: str, *, kind: str = "error") -> None:
         super().__init__(message)
         self.kind = kind
-
-
-def time_limit_in(exc: BaseException) -> SoftTimeLimitExceeded | None:
-    """The task's soft time limit behind an exception: rapidocr re-raises everything as its own error."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, SoftTimeLimitExceeded):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 class EngineOverloaded(EngineError):

@@ -18,7 +18,8 @@ import numpy as np
 from PIL import Image
 
 from worker.engines import cascade, cpu_tables, inference, reading_order
-from worker.engines.base import EngineError, PageText, time_limit_in
+from worker.engines.base import EngineError, PageText
+from worker.engines.time_limit import time_limit_in
 
 
 @dataclass(frozen=True)

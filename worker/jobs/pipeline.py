@@ -34,7 +34,8 @@ from common.storage import ObjectMissing
 from common.tenancy.s3_grants import NotGranted
 from worker.context import WorkerContext
 from worker.engines import pictures, text_layer
-from worker.engines.base import EngineError, PageText, time_limit_in
+from worker.engines.base import EngineError, PageText
+from worker.engines.time_limit import time_limit_in
 from worker.jobs import routing, tenant_cap
 from worker.jobs.ending import close_in, fail_job, finish_closing
 from worker.jobs.reasons import internal_error, public_reason
