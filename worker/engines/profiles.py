@@ -126,9 +126,8 @@ PROFILES: dict[str, Profile] = {
     ),
     # One 80 GB H100 (fp8 KV native on Hopper). The h200 profile's 512 sequences preempted there: 529 times in
     # 768 steady pages. The card's KV cache (1.24 M tokens estimated, 1.32 M measured) holds 367-389 pages of
-    # STEADY_PAGE_TOKENS; 224 sequences ran 8.879 steady pages/s, below the h200 profile's 9.26-9.31 at 256 in
-    # flight (BENCHMARKS.md, issue 54), so 352: more in flight, still within the cache (sized on paper, not yet
-    # measured on the card: GPU step h100seqs).
+    # STEADY_PAGE_TOKENS. 352 sequences stay within it with 0 preemptions and ran 9.34-9.61 steady pages/s against
+    # 224's 9.06 on the same card (BENCHMARKS.md, issue 54, run 16).
     "h100": Profile(
         name="h100",
         gpu_memory_utilization=0.92,
