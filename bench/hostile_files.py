@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.embedded import wait  # noqa: E402
 from tests.documents import hostile  # noqa: E402
 from tests.support.embedded import EmbeddedServer  # noqa: E402
 
@@ -41,8 +42,7 @@ def ocrq(client: httpx.Client, path: Path) -> tuple[str, float]:
         body = answer.json()
         return f"{answer.status_code} {body.get('code')}: {body.get('detail')}", time.perf_counter() - started
     job_id = answer.json()["id"]
-    while (job := client.get(f"/jobs/{job_id}").json())["status"] not in ("succeeded", "failed"):
-        time.sleep(0.2)
+    job = wait(client, [job_id], interval=0.2)[0]
     pages = client.get(f"/jobs/{job_id}/pages").json()
     errors = [p["error"] for p in pages["pages"] if p.get("error")]
     reason = f": {errors[0]}" if errors else (f": {job['error']}" if job.get("error") else "")
