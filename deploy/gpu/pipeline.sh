@@ -26,6 +26,8 @@
 #                                                     stack like for like)
 #          likeforlike                                (issue 54 #2 on a short budget: the auto profile, the stack at
 #                                                     1,024 pages against direct like for like once, then steady)
+#          seqspair                                   (issue 54 #1: the auto profile against PAIR_B_ARGS (224
+#                                                     sequences), served A B A B, steady pages/s each)
 # OCRQ_PIPELINE_BUDGET_S: seconds this pipeline may take; long optional parts are skipped when too little is left.
 set -uo pipefail
 run=${OCRQ_GPU_RUN:-/root/ocrq-run}
@@ -444,6 +446,23 @@ step_h100seqs() {  # issue 54 #1, #2 on one H100: the h100 profile at 352 sequen
   serve_or_safe seqs224 --profile auto --max-num-seqs 224 || return
   steady seqs224 "$url"
   unserve
+}
+
+step_seqspair() {  # issue 54 #1 paired on one card: the profile `auto` picks against a variant (on an H100 the
+  # former 224 sequences; PAIR_B_ARGS overrides), served in turn A B A B, steady 768 pages each, so the ratio is paired
+  local b_args=(${PAIR_B_ARGS:---profile auto --max-num-seqs 224}) round
+  for round in 1 2; do
+    have 300 || return 0
+    serve_or_safe "auto-$round" --profile auto || return
+    [ "$round" = 1 ] && grep -h "chosen for\|KV cache\|kv_shortfall" "$run/logs/auto-1.launcher.log" | cut -c1-300 \
+      | tee -a "$run/progress.txt" && kv_of auto-1
+    steady "auto-$round" "$url"
+    unserve
+    have 300 || return 0
+    serve_or_safe "b-$round" "${b_args[@]}" || return
+    steady "b-$round" "$url"
+    unserve
+  done
 }
 
 step_logprobs() {  # issue 32: steady pages/s with and without each sampled token's logprob, alternated on one engine
