@@ -19,9 +19,10 @@ CONFIRM_BELOW = 0.97
 # A line whose fast reading packs more characters than this into each of its heights of width is read by the full
 # model too, however sure the fast one is. The recogniser makes one time step of each sixth of the line's height
 # (48 px high, 8 px a step), and a doubled letter needs a blank step between its two: on condensed or tightly set
-# lines the tiny model lost one ("staf", "ofice") or ran two together ("com" for "corn"), or read a footnote's "¹" as "'", at 0.97-0.99. On the
-# second generator's tuning seeds 1-3 (216 pages, 2,391 lines), sure lines this dense were 13 % of all lines and
-# held 8 the small model read right and none it read wrong; at 2.75, 33 %, 13 and 1; at 3.25, 4 % and 3.
+# lines the tiny model lost one ("staf", "ofice"), ran two together ("com" for "corn") or read a footnote's "¹"
+# as "'", at 0.97-0.99. On the second generator's tuning seeds 1-3 (216 pages, 2,391 lines), sure lines this dense
+# were 13 % of all lines and held 8 the small model read right and none it read wrong; at 2.75, 33 %, 13 and 1;
+# at 3.25, 4 % and 3.
 DENSE_ABOVE = 3.0
 # CJK radicals onwards: Han, kana, hangul, full-width forms.
 CJK = "\u2e80"
