@@ -95,13 +95,13 @@ def test_without_the_tiny_models_files_the_engine_reads_with_the_small_ones(monk
 
 
 def test_a_sure_reading_too_dense_for_the_recognisers_steps_is_confirmed():
-    """More characters a line height of width than cascade.DENSE_ABOVE is unsure at any score; the same reading
+    """More characters a line height of width than cascade.DENSE_ABOVE is dense, sure or not; the same reading
     over a wider crop is not."""
     text = "most mornings in November and lifted only by the middle of the day. The branch line climbed"
     height = 33
     tight = int(len(text) * height / cascade.DENSE_ABOVE) - 1
-    assert cascade._unsure(text, 0.99, (height, tight), cascade.CONFIRM_BELOW)
-    assert not cascade._unsure(text, 0.99, (height, int(1.2 * tight)), cascade.CONFIRM_BELOW)
+    assert cascade.dense(text, tight, height) and not cascade._unsure(text, 0.99, (height, tight), cascade.CONFIRM_BELOW)
+    assert not cascade.dense(text, int(1.2 * tight), height)
 
 
 @pytest.mark.parametrize("font_size", [22, 24])

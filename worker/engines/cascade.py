@@ -49,14 +49,22 @@ class Cascade:
         first = self.fast(args)
         images = [args.img] if isinstance(args.img, np.ndarray) else list(args.img)
         unsure = [i for i, (text, score) in enumerate(zip(first.txts, first.scores, strict=True))
-                  if _unsure(text, score, images[i].shape, self.below, self.dense_above)]
-        if not unsure:
+                  if _unsure(text, score, images[i].shape, self.below)]
+        crowded = [i for i, text in enumerate(first.txts)
+                   if i not in unsure and dense(text, images[i].shape[1], images[i].shape[0], self.dense_above)]
+        if not unsure and not crowded:
             return first
-        readings, elapse = self._read_again(args, images, unsure)
+        readings, elapse = self._read_again(args, images, unsure) if unsure else ([], 0.0)
+        if crowded:
+            # A batch of their own: a batch is padded to its widest line, and a short heading read with the long
+            # dense lines lost its space ("WinterMonths", which it read right in the unsure lines' batch).
+            extra, seconds = self._read_again(args, images, crowded)
+            readings, elapse = readings + extra, elapse + seconds
         if any(char not in self.known for _, text, _, _ in readings for char in text):
             # A script the fast model lacks (kana): its other CJK lines may hold it too, read as look-alike Han
             # characters with confidence ("トチー" as "卜于一" at 0.977).
-            more = [i for i, text in enumerate(first.txts) if i not in unsure and any(c >= CJK for c in text)]
+            read = set(unsure) | set(crowded)
+            more = [i for i, text in enumerate(first.txts) if i not in read and any(c >= CJK for c in text)]
             if more:
                 extra, seconds = self._read_again(args, images, more)
                 readings, elapse = readings + extra, elapse + seconds
@@ -75,9 +83,9 @@ class Cascade:
         return list(zip(lines, out.txts, out.scores, out.word_results, strict=True)), out.elapse or 0.0
 
 
-def _unsure(text: str, score: float, shape: tuple[int, ...], below: float, dense_above: float = DENSE_ABOVE) -> bool:
+def _unsure(text: str, score: float, shape: tuple[int, ...], below: float) -> bool:
     height, width = shape[:2]
-    return score < below or sparse(text, width, height) or dense(text, width, height, dense_above)
+    return score < below or sparse(text, width, height)
 
 
 def sparse(text: str, width: float, height: float) -> bool:
