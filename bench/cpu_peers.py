@@ -42,7 +42,7 @@ from common.documents import Limits, render_page  # noqa: E402
 from common.formats.plain import markdown_to_text  # noqa: E402
 from tests.support.embedded import EmbeddedServer  # noqa: E402
 from tests.support.text import levenshtein, normalise  # noqa: E402
-from worker.engines.cascade import CONFIRM_BELOW  # noqa: E402
+from worker.engines.cascade import CONFIRM_BELOW, DENSE_ABOVE  # noqa: E402
 from worker.engines.cpu import CpuEngine  # noqa: E402
 from worker.engines.reading_order import PARAMS, Params  # noqa: E402
 
@@ -118,6 +118,7 @@ def engine_for(variant: dict, *, threads: int) -> CpuEngine:
                      split=params.pop("split", True), runtime=params.pop("runtime", "openvino"),
                      quantised=params.pop("quantised", False), fast=params.pop("fast", True),
                      confirm_below=params.pop("confirm_below", CONFIRM_BELOW),
+                     confirm_denser=params.pop("confirm_denser", DENSE_ABOVE),
                      order=Params(steps=PARAMS.steps - set(params.pop("off", []))), params_override=params)
 
 

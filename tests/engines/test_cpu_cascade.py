@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from common.formats.plain import markdown_to_text
 from tests.documents.hostile import FONT_CJK, FONT_LATIN, text_page
 from tests.support.text import cer
 from worker.engines import cascade, inference
@@ -19,6 +20,11 @@ LATIN = ["The invoice is due within thirty days of delivery.",
          "La facture est payable à réception, où qu'elle soit.",
          "Fakturan ska betalas inom trettio dagar efter leverans."]
 KANA = "請求書は納品後三十日以内にお支払いください。"
+NARROW = "/usr/share/fonts/truetype/liberation/LiberationSansNarrow-Regular.ttf"
+CONDENSED = ("Fog lay in the valley most mornings and lifted only by the middle of the day, when the ferry "
+             "crossed the harbour with barrels of cider, coffee and apples for the village shop by the quarry. "
+             "The carrier's cart stopped at the mill, the inn and the smithy, and the coachman called at all three. "
+             "Cattle grazed the lower meadow until the hill pasture grew green in the summer, and hedges were cut.")
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +92,24 @@ def test_without_the_tiny_models_files_the_engine_reads_with_the_small_ones(monk
         assert result.details["confirmed_lines"] == 0
     finally:
         engine.close()
+
+
+def test_a_sure_reading_too_dense_for_the_recognisers_steps_is_confirmed():
+    """More characters a line height of width than cascade.DENSE_ABOVE is dense, sure or not; the same reading
+    over a wider crop is not."""
+    text = "most mornings in November and lifted only by the middle of the day. The branch line climbed"
+    height = 33
+    tight = int(len(text) * height / cascade.DENSE_ABOVE) - 1
+    assert cascade.dense(text, tight, height) and not cascade._unsure(text, 0.99, (height, tight), cascade.CONFIRM_BELOW)
+    assert not cascade.dense(text, int(1.2 * tight), height)
+
+
+@pytest.mark.parametrize("font_size", [22, 24])
+def test_condensed_lines_keep_their_doubled_letters(engine, font_size):
+    """Liberation Sans Narrow sets over three characters in each line height of width, more than the tiny
+    recogniser's time steps (a sixth of the height each) hold surely: it read "lifted" as "lfted" (22 px) and
+    "middle" as "midle" at 0.97 or more, so the small one never read the line."""
+    page = text_page(CONDENSED, font=NARROW, size=(1275, 500), font_size=font_size)
+    [result] = engine.read([page])
+    assert cer(CONDENSED, markdown_to_text(result.text)) == 0.0, result.text
+    assert result.details["confirmed_lines"] >= 1, result.details

@@ -79,6 +79,7 @@ class CpuEngine:
     def __init__(self, *, threads: int = 0, spinning: bool = False, reread: bool = True, show_through: bool = True,
                  split: bool = True, runtime: inference.Runtime = "openvino", quantised: bool = False,
                  fast: bool = True, confirm_below: float = cascade.CONFIRM_BELOW,
+                 confirm_denser: float = cascade.DENSE_ABOVE,
                  params_override: dict | None = None, tables: bool = True,
                  order: reading_order.Params = reading_order.PARAMS) -> None:
         from rapidocr import RapidOCR
@@ -105,7 +106,7 @@ class CpuEngine:
         if tiny:
             self._cascade = self._ocr.text_rec = cascade.Cascade(
                 _recogniser(self._ocr.cfg.Rec, tiny, threads=threads, spinning=spinning, runtime=runtime), full,
-                below=confirm_below)
+                below=confirm_below, dense_above=confirm_denser)
         self._reread = {"lines": 0, "kept": 0, "seconds": 0.0}
         self._reread_on = reread
         self._show_through_on = show_through
