@@ -85,7 +85,7 @@ def pytest_configure(config):
 # The longest files (each a minute or near it on two cores, BENCHMARKS.md), run first: a test process that takes one
 # at the end would run on alone while the other has finished.
 LONGEST_FIRST = (
-    "jobs/test_gpu_path.py", "office/test_office.py",
+    "jobs/test_gpu_path.py", "jobs/test_gpu_path_recovery.py", "office/test_office.py",
     "multihost/test_many_hosts.py", "batches/test_ingest.py", "recovery/test_worker_crash.py",
     "recovery/test_held_messages.py", "queue/test_page_redelivery.py", "recovery/test_api_crash.py",
     "queue/test_stale_sweeper.py", "batches/test_listing_crash.py", "cli/test_readme_examples.py",
