@@ -454,8 +454,10 @@ step_seqspair() {  # issue 54 #1 paired on one card: the profile `auto` picks ag
   for round in 1 2; do
     have 300 || return 0
     serve_or_safe "auto-$round" --profile auto || return
-    [ "$round" = 1 ] && grep -h "chosen for\|KV cache\|kv_shortfall" "$run/logs/auto-1.launcher.log" | cut -c1-300 \
-      | tee -a "$run/progress.txt" && kv_of auto-1
+    if [ "$round" = 1 ]; then
+      grep -h "chosen for\|KV cache\|kv_shortfall" "$run/logs/auto-1.launcher.log" | cut -c1-300 | tee -a "$run/progress.txt"
+      kv_of auto-1
+    fi
     steady "auto-$round" "$url"
     unserve
     have 300 || return 0
