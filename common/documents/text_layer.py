@@ -25,7 +25,7 @@ from .errors import DocumentRejected
 from .isolation import run_isolated
 from .limits import Limits
 from .pdf import check_page_size, open_pdf, render_scale, rendered_size
-from .text_lines import Char, group_lines
+from .text_lines import LINE_BREAK, SPACE, Glyph, group_lines
 
 
 @dataclass(frozen=True)
@@ -58,10 +58,19 @@ TRUST = TrustRules()
 # Font names of fixed-pitch faces (a subset's "ABCDEF+" prefix aside): a run of them is a listing.
 _FIXED_PITCH = re.compile(r"courier|mono|consol|menlo|typewriter|fixed|cmtt|cmsltt|cmitt|lmtt|sftt|tt\d", re.I)
 
-# FPDFText_GetTextObject answering a plain address: the object's identity for each glyph without a ctypes cast,
-# which took a fifth of the page's time.
-_text_object_address = ctypes.CFUNCTYPE(ctypes.c_void_p, pdfium_c.FPDF_TEXTPAGE, ctypes.c_int)(
-    ctypes.cast(pdfium_c.FPDFText_GetTextObject, ctypes.c_void_p).value)
+
+def _bare(restype, function):
+    """function through a prototype without argument types: ctypes then passes a handle, a byref and an int as
+    they are, where pypdfium2's declared types convert each argument (the per-glyph calls took half a page's
+    time). Every argument must be a ctypes object or an int that fits a C int."""
+    return ctypes.CFUNCTYPE(restype)(ctypes.cast(function, ctypes.c_void_p).value)
+
+
+_char_box = _bare(ctypes.c_int, pdfium_c.FPDFText_GetCharBox)
+_loose_char_box = _bare(ctypes.c_int, pdfium_c.FPDFText_GetLooseCharBox)
+_map_error = _bare(ctypes.c_int, pdfium_c.FPDFText_HasUnicodeMapError)
+# The text object as a plain address: its identity for each glyph without a ctypes cast.
+_text_object_address = _bare(ctypes.c_void_p, pdfium_c.FPDFText_GetTextObject)
 
 
 @dataclass
@@ -128,14 +137,17 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
     scale = render_scale(width_pt, height_pt, longest_side=limits.longest_side)
     width, height = rendered_size(width_pt, height_pt, longest_side=limits.longest_side)
     layer = TextLayer(width=width, height=height)
-    chars: list[Char] = []
+    chars: list[Glyph | str] = []
     textpage = page.get_textpage()
     try:
         raw = textpage.raw
+        handle = ctypes.c_void_p(ctypes.cast(raw, ctypes.c_void_p).value)
         count = pdfium_c.FPDFText_CountChars(raw)
         unmapped = invisible = white = outside = 0
         left, bottom, right, top = (ctypes.c_double() for _ in range(4))
         loose = pdfium_c.FS_RECTF()
+        box_out = [ctypes.byref(v) for v in (left, right, bottom, top)]
+        loose_out = ctypes.byref(loose)
         red, green, blue, alpha = (ctypes.c_uint() for _ in range(4))
         text = textpage.get_text_range(0, count) if count > 0 else ""
         if len(text) != count:
@@ -160,15 +172,15 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
                 char = (high + char).encode("utf-16-le", "surrogatepass").decode("utf-16-le")
             # pdfium generates only spaces and line breaks, so only those are asked about.
             if char.isspace():
-                chars.append(Char("\n" if char in "\r\n" else " ", (0, 0, 0, 0), 0.0, False, True))
+                chars.append(LINE_BREAK if char in "\r\n" else SPACE)
                 continue
-            if pdfium_c.FPDFText_HasUnicodeMapError(raw, i) or char in "\ufffd\x00" or 0xE000 <= ord(char) <= 0xF8FF:
+            if _map_error(handle, i) or char in "\ufffd\x00" or 0xE000 <= ord(char) <= 0xF8FF:
                 unmapped += 1
                 if char == "\x00":
                     continue
             if char in "\ufffe\x02":  # pdfium's mark for a hyphen that breaks a word at the line's end: printed "-"
                 char = "-"
-            key = _text_object_address(raw, i) or 0
+            key = _text_object_address(handle, i) or 0
             if (style := styles.get(key)) is None:
                 text_object = pdfium_c.FPDFText_GetTextObject(raw, i)
                 hidden = bool(text_object) and pdfium_c.FPDFTextObj_GetTextRenderMode(
@@ -181,25 +193,26 @@ def _judge(page: pdfium.PdfPage, *, limits: Limits, rules: TrustRules) -> TextLa
                 style = styles[key] = (hidden, pale, pdfium_c.FPDFText_GetFontSize(raw, i) * scale, mono)
             hidden, pale, size, mono = style
             invisible += hidden
-            pdfium_c.FPDFText_GetCharBox(raw, i, left, right, bottom, top)
-            pdfium_c.FPDFText_GetLooseCharBox(raw, i, loose)
+            _char_box(handle, i, *box_out)
+            x0, x1, y0, y1 = left.value, right.value, bottom.value, top.value
             if pale:
                 grounds = _dark_grounds(page, rules.white_level) if grounds is None else grounds
-                x, y = (left.value + right.value) / 2, (bottom.value + top.value) / 2
+                x, y = (x0 + x1) / 2, (y0 + y1) / 2
                 white += not any(g[0] <= x <= g[2] and g[1] <= y <= g[3] for g in grounds)
-            if right.value < 0 or left.value > width_pt or top.value < 0 or bottom.value > height_pt:
+            if x1 < 0 or x0 > width_pt or y1 < 0 or y0 > height_pt:
                 outside += 1
                 continue
-            box = (max(left.value, 0) * scale, max(height_pt - top.value, 0) * scale,
-                   min(right.value, width_pt) * scale, min(height_pt - bottom.value, height_pt) * scale)
-            chars.append(Char(char, box, size, mono, False, (loose.left * scale, loose.right * scale),
-                              (height_pt - (loose.top + loose.bottom) / 2) * scale))
+            _loose_char_box(handle, i, loose_out)
+            chars.append((char, max(x0, 0) * scale, max(height_pt - y1, 0) * scale, min(x1, width_pt) * scale,
+                          min(height_pt - y0, height_pt) * scale, size, mono, loose.left * scale,
+                          loose.right * scale, (height_pt - (loose.top + loose.bottom) / 2) * scale))
     finally:
         textpage.close()
-    drawn = sum(1 for c in chars if not c.generated)
+    glyphs = [c for c in chars if c.__class__ is tuple]
+    drawn = len(glyphs)
     bounds = _picture_bounds(page)
     pictures = _picture_area(bounds, width_pt, height_pt)
-    text_area = sum((c.box[2] - c.box[0]) * (c.box[3] - c.box[1]) for c in chars if not c.generated)
+    text_area = sum((c[3] - c[1]) * (c[4] - c[2]) for c in glyphs)
     page_area = float(width * height)
     layer.counts = {"chars": drawn, "unmapped": unmapped, "invisible": invisible, "white": white, "outside": outside,
                     "picture_share": round(pictures, 3)}
