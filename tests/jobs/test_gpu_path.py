@@ -82,6 +82,9 @@ def test_capacity_errors_are_retried_alone(gpu_stack, tmp_path, fault):
     assert all(p.status == "succeeded" for p in pages)
     statuses = [r["status"] for r in engine.requests()]
     assert statuses.count(200) == 4 and len(statuses) == 6, statuses
+    # The engine client retried the two refused pages alone, after their shared batch: the page task never had
+    # to (a second attempt would have claimed the page again).
+    assert [p.attempts for p in pages] == [1, 1, 1, 1], [p.attempts for p in pages]
 
 
 def test_a_threads_worker_has_each_of_its_pages_at_the_engine_at_once(tmp_path, pg_url, redis_url, s3, server):
